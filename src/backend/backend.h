@@ -1,0 +1,141 @@
+// defines: sf::Backend (the interface every engine and layer runs against), sf::Stream,
+// sf::Event, sf::Buffer.
+//
+// Conventions for every op: T tokens (all samples of the step, packed), C hidden, NH query
+// heads, NKV key/value heads, D head_dim, I intermediate, V vocab. Activations are row-major
+// [T, ...]; weights keep Hugging Face's nn.Linear layout [out, in]. Activations and weights use
+// the backend's compute dtype (F32 on the CPU reference, BF16 on CUDA); gradients of weights are
+// always F32 accumulators ("+="); ids, positions and sequence offsets are I32. Every op is
+// enqueued on the stream it is given and runs in stream order.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace sf {
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+};
+
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+enum class MemoryKind { kDevice, kPinnedHost };
+
+// Owned memory taken from the backend once, at start; engines sub-allocate from it.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(void* p, size_t n, std::function<void(void*)> release)
+      : ptr_(p), size_(n), release_(std::move(release)) {}
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
+    reset();
+    ptr_ = o.ptr_;
+    size_ = o.size_;
+    release_ = std::move(o.release_);
+    o.ptr_ = nullptr;
+    o.size_ = 0;
+    return *this;
+  }
+  ~Buffer() { reset(); }
+  void reset() {
+    if (ptr_ && release_) release_(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+  }
+  void* data() const { return ptr_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+  std::function<void(void*)> release_;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+  virtual DType compute_dtype() const = 0;
+
+  // ---- memory, streams, events, copies ----
+  virtual Buffer alloc(MemoryKind kind, size_t bytes, const char* what) = 0;
+  virtual std::unique_ptr<Stream> create_stream(const char* name) = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
+  virtual void record(Event& e, Stream& s) = 0;        // e completes when s reaches this point
+  virtual void wait(Stream& s, Event& e) = 0;          // s waits for e before later work
+  virtual void synchronize(Event& e) = 0;              // the host waits for e
+  virtual void synchronize(Stream& s) = 0;             // the host waits for all work on s
+  // Any direction (host<->device, device<->device); bytes, no conversion.
+  virtual void copy(void* dst, const void* src, size_t bytes, Stream& s) = 0;
+  // Runs fn on a backend thread once all earlier work on s is done; later work on s waits for it.
+  virtual void host_callback(Stream& s, std::function<void()> fn) = 0;
+
+  // ---- elementwise and conversion ----
+  virtual void fill_zero(Tensor x, Stream& s) = 0;
+  virtual void convert(Tensor dst, Tensor src, Stream& s) = 0;     // dtype cast, same numel
+  virtual void add(Tensor out, Tensor a, Tensor b, Stream& s) = 0;  // out = a + b (may alias)
+
+  // ---- linear layers ----
+  // y[M,N] = x[M,K] · w[N,K]^T (+ bias[N])
+  virtual void linear_forward(Tensor y, Tensor x, Tensor w, Tensor bias, Stream& s) = 0;
+  // dx[M,K] (+)= dy[M,N] · w[N,K]; accumulate adds into dx instead of overwriting it.
+  virtual void linear_backward_input(Tensor dx, Tensor dy, Tensor w, bool accumulate,
+                                     Stream& s) = 0;
+  // dw[N,K] += dy^T · x;  dbias[N] += Σ_rows dy (dbias may be empty). dw/dbias are F32.
+  virtual void linear_backward_weight(Tensor dw, Tensor dbias, Tensor dy, Tensor x,
+                                      Stream& s) = 0;
+
+  // ---- embedding ----
+  virtual void embedding_forward(Tensor out, Tensor ids, Tensor table, Stream& s) = 0;
+  virtual void embedding_backward(Tensor dtable, Tensor ids, Tensor dout, Stream& s) = 0;
+
+  // ---- RMSNorm over the last dimension: out = x · rstd · w, rstd[R] (F32) saved for backward ----
+  virtual void rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor w, float eps,
+                               Stream& s) = 0;
+  // sum = a + b, then out = rmsnorm(sum): the residual add fused with the next norm.
+  virtual void add_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, Tensor a, Tensor b,
+                                   Tensor w, float eps, Stream& s) = 0;
+  // dx (+)= ∂/∂x, dw += ∂/∂w (F32).
+  virtual void rmsnorm_backward(Tensor dx, Tensor dw, Tensor dout, Tensor x, Tensor w,
+                                Tensor rstd, bool accumulate_dx, Stream& s) = 0;
+
+  // ---- rotary embedding, in place on x[T, heads, D]; Hugging Face's rotate_half pairing ----
+  // angle(t, i) = positions[t] · inv_freq[i], i < D/2; inv_freq (F32) already carries any scaling.
+  virtual void rope_forward(Tensor x, Tensor positions, Tensor inv_freq, Stream& s) = 0;
+  virtual void rope_backward(Tensor dx, Tensor positions, Tensor inv_freq, Stream& s) = 0;
+
+  // ---- causal grouped-query attention over packed sequences ----
+  // q[T,NH,D], k/v[T,NKV,D], out[T,NH,D], lse[T,NH] (F32, log-sum-exp of the scaled scores).
+  // cu_seqlens[nseq+1] (I32) are the sample boundaries: no token attends across them.
+  virtual void attention_forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
+                                 Tensor cu_seqlens, float scale, Stream& s) = 0;
+  // dq, dk, dv are overwritten.
+  virtual void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
+                                  Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens,
+                                  float scale, Stream& s) = 0;
+
+  // ---- SwiGLU: out = silu(gate) · up ----
+  virtual void swiglu_forward(Tensor out, Tensor gate, Tensor up, Stream& s) = 0;
+  virtual void swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up,
+                               Stream& s) = 0;
+
+  // ---- the head: linear + cross-entropy, fused, never holding T×V logits ----
+  // For each token t with targets[t] != -100: loss_sum[0] += -log softmax(x[t]·wᵀ)[targets[t]].
+  // dx[T,C] = grad_scale · ∂loss_sum/∂x (overwritten; zero for ignored tokens);
+  // dw[V,C] += grad_scale · ∂loss_sum/∂w (F32). loss_sum is one F32 accumulator.
+  virtual void linear_cross_entropy(Tensor loss_sum, Tensor dx, Tensor dw, Tensor x, Tensor w,
+                                    Tensor targets, float grad_scale, Stream& s) = 0;
+};
+
+}  // namespace sf

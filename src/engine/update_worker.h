@@ -1,0 +1,64 @@
+// defines: sf::UpdateWorker — the asynchronous optimizer. Gradients of a unit arrive (from a
+// backend callback once their D2H copy is done); the worker sums their squares and, once the
+// global norm is known (exact clipping: no update uses a clip factor computed from part of the
+// gradient), runs AdamW on each unit in forward order, so the next step's forward can start on
+// the first units while the last are still updating. Without clipping, each unit is updated as
+// soon as its gradient arrives.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/host_unit.h"
+#include "optim/adamw.h"
+
+namespace sf {
+
+class UpdateWorker {
+ public:
+  UpdateWorker(std::vector<HostUnit*> units, DType grad_dtype, AdamWParams hp, float max_grad_norm);
+  ~UpdateWorker();
+  UpdateWorker(const UpdateWorker&) = delete;
+  UpdateWorker& operator=(const UpdateWorker&) = delete;
+
+  // Opens optimizer step `step` (1-based) with learning rate `lr`; every unit must then report.
+  void begin_step(int64_t step, float lr);
+  // Unit u's gradient for the open step is complete in its host grad buffer. Never blocks.
+  void grad_ready(int unit);
+  // Blocks until unit u carries the update of step `step` (returns at once for step 0).
+  void wait_updated(int unit, int64_t step);
+  // Blocks until every gradient of the open step has been reduced; returns the global norm.
+  double wait_grad_norm();
+  void wait_all();
+
+ private:
+  void loop();
+  void update_unit(int u, int64_t step, float lr, float clip);
+  void rethrow_locked();
+
+  std::vector<HostUnit*> units_;
+  DType grad_dtype_;
+  AdamWParams hp_;
+  float max_grad_norm_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<int> arrived_;
+  std::vector<int64_t> updated_step_;
+  std::vector<double> sumsq_;
+  int64_t step_ = 0;
+  float lr_ = 0;
+  int reduced_ = 0;
+  double norm_ = 0;
+  bool norm_ready_ = false;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace sf

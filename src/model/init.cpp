@@ -1,0 +1,66 @@
+#include "model/init.h"
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/error.h"
+#include "model/spec.h"
+#include "model/weights.h"
+
+namespace sf {
+
+std::string tiny_model_config_json(const TinyModelOptions& o) {
+  static const std::pair<const char*, const char*> kArch[] = {
+      {"llama", "LlamaForCausalLM"},
+      {"mistral", "MistralForCausalLM"},
+      {"qwen2", "Qwen2ForCausalLM"},
+      {"qwen3", "Qwen3ForCausalLM"}};
+  const char* cls = nullptr;
+  for (auto& [k, v] : kArch)
+    if (o.arch == k) cls = v;
+  SF_CHECK(cls, "unknown architecture '", o.arch, "': use llama, mistral, qwen2 or qwen3");
+  nlohmann::json j;
+  j["architectures"] = {cls};
+  j["model_type"] = o.arch;
+  j["hidden_size"] = o.hidden;
+  j["num_hidden_layers"] = o.layers;
+  j["num_attention_heads"] = o.heads;
+  j["num_key_value_heads"] = o.kv_heads;
+  j["head_dim"] = o.head_dim ? o.head_dim : o.hidden / o.heads;
+  j["intermediate_size"] = o.intermediate;
+  j["vocab_size"] = o.vocab;
+  j["max_position_embeddings"] = o.max_positions;
+  j["rms_norm_eps"] = o.rms_norm_eps;
+  j["rope_theta"] = o.rope_theta;
+  j["hidden_act"] = "silu";
+  j["tie_word_embeddings"] = o.tie_word_embeddings;
+  j["attention_dropout"] = 0.0;
+  j["torch_dtype"] = "float32";
+  j["bos_token_id"] = 1;
+  j["eos_token_id"] = 2;
+  if (o.arch == "qwen2" || o.arch == "qwen3") j["use_sliding_window"] = false;
+  if (o.arch == "mistral") j["sliding_window"] = nullptr;
+  return j.dump(2) + "\n";
+}
+
+void write_random_model(const std::filesystem::path& dir, const TinyModelOptions& o) {
+  const std::string config = tiny_model_config_json(o);
+  const ModelSpec spec = parse_model_spec(config, (dir / "config.json").string());
+  std::mt19937_64 rng(o.seed);
+  std::normal_distribution<float> normal(0.0f, float(o.init_std));
+  std::vector<std::vector<float>> storage;
+  std::vector<TensorToWrite> tensors;
+  for (const TensorDesc& d : expected_tensors(spec)) {
+    int64_t n = 1;
+    for (int64_t s : d.shape) n *= s;
+    std::vector<float> v(static_cast<size_t>(n));
+    const bool is_norm = d.name.find("norm") != std::string::npos;
+    const bool is_bias = d.name.find(".bias") != std::string::npos;
+    for (float& x : v) x = is_norm ? 1.0f : is_bias ? 0.0f : normal(rng);
+    storage.push_back(std::move(v));
+    tensors.push_back(TensorToWrite{d.name, d.shape, storage.back().data()});
+  }
+  save_hf_checkpoint(dir, spec, config, tensors, DType::kF32);
+}
+
+}  // namespace sf

@@ -1,0 +1,280 @@
+// AdamW step: scalar reference, AVX2 and AVX-512 bodies, tiles over the thread pool.
+//
+// Exactness: every path computes each element with the same IEEE operations in the same order
+// (no fast-math; sqrt and division are correctly rounded in SIMD too), so all paths are
+// bit-identical with adamw_step_reference. GCC contracts a*b+c into an FMA by default
+// (-ffp-contract=fast, even on intrinsics) wherever the target has FMA, which would make the AVX
+// paths differ from the scalar one; this file turns contraction off and writes the one FMA it
+// wants (torch's lerp) explicitly. The pragma precedes every include so that inline functions
+// from headers get the same options and still inline.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#elif defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#include "optim/adamw.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "optim/simd.h"
+
+namespace sf {
+
+namespace {
+
+// Elements per tile: 4 fp32 arrays + grad + bf16 copy of 16 Ki elements ≈ 224 KiB, about one
+// core's L2. Threads take contiguous runs of tiles; a multiple of 16 so only the range's end
+// has a scalar tail.
+constexpr int64_t kTile = int64_t(1) << 14;
+
+// The double a user meant when they wrote the float: its shortest decimal form, read back as a
+// double (0.9f -> 0.9). torch receives hyperparameters as Python floats (doubles), so this is
+// what makes 1-beta1, lr*wd, ... the same numbers torch computes.
+double decimal_double(float f) {
+  if (!std::isfinite(f)) return double(f);
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, f);
+  double d = double(f);
+  if (ec == std::errc()) std::from_chars(buf, end, d);
+  return d;
+}
+
+// The per-call scalars, each rounded to fp32 once, as torch applies Python scalars to fp32.
+struct StepConsts {
+  float scale;     // grad_scale
+  float decay;     // 1 - lr*wd
+  float w;         // lerp weight 1 - beta1
+  bool w_small;    // |w| < 0.5: torch's lerp picks m + w*(g-m), else g + (w-1)*(g-m)
+  float beta2;     // v*beta2
+  float c2;        // 1 - beta2
+  float bc2_sqrt;  // sqrt(1 - beta2^step)
+  float eps;
+  float neg_step;  // -lr / (1 - beta1^step)
+};
+
+StepConsts make_consts(int64_t step, const AdamWParams& hp, float grad_scale) {
+  SF_CHECK(step >= 1,
+           "adamw_step: step must be >= 1 (1-based, torch's state step after its "
+           "increment), got ",
+           step);
+  SF_CHECK(std::isfinite(hp.lr) && hp.lr >= 0,
+           "adamw_step: learning rate must be finite and "
+           ">= 0, got ",
+           hp.lr);
+  SF_CHECK(hp.beta1 >= 0 && hp.beta1 < 1 && hp.beta2 >= 0 && hp.beta2 < 1,
+           "adamw_step: betas must be in [0, 1), got beta1=", hp.beta1, " beta2=", hp.beta2);
+  SF_CHECK(hp.eps >= 0 && std::isfinite(hp.eps), "adamw_step: eps must be finite and >= 0, got ",
+           hp.eps);
+  SF_CHECK(hp.weight_decay >= 0 && std::isfinite(hp.weight_decay),
+           "adamw_step: weight_decay must be finite and >= 0, got ", hp.weight_decay);
+  SF_CHECK(std::isfinite(grad_scale), "adamw_step: grad_scale must be finite, got ", grad_scale);
+  const double lr = decimal_double(hp.lr), b1 = decimal_double(hp.beta1),
+               b2 = decimal_double(hp.beta2), eps = decimal_double(hp.eps),
+               wd = decimal_double(hp.weight_decay);
+  const double bc1 = 1.0 - std::pow(b1, double(step));
+  const double bc2 = 1.0 - std::pow(b2, double(step));
+  StepConsts k;
+  k.scale = grad_scale;
+  k.decay = float(1.0 - lr * wd);
+  k.w = float(1.0 - b1);
+  k.w_small = std::fabs(k.w) < 0.5f;
+  k.beta2 = float(b2);
+  k.c2 = float(1.0 - b2);
+  k.bc2_sqrt = float(std::sqrt(bc2));
+  k.eps = float(eps);
+  k.neg_step = float(-(lr / bc1));
+  return k;
+}
+
+inline float load_grad(const void* g, DType dt, int64_t i) {
+  return dt == DType::kBF16 ? bf16_to_f32(static_cast<const uint16_t*>(g)[i])
+                            : static_cast<const float*>(g)[i];
+}
+
+// One element: the specification (see adamw.h). Also the SIMD paths' tail.
+inline void adamw_element(float& p, float& m, float& v, float g_raw, const StepConsts& k) {
+  const float g = g_raw * k.scale;
+  p = p * k.decay;
+  const float d = g - m;
+  m = k.w_small ? simd::fma_f32(k.w, d, m) : simd::fma_f32(k.w - 1.0f, d, g);
+  v = v * k.beta2 + (k.c2 * g) * g;
+  const float denom = std::sqrt(v) / k.bc2_sqrt + k.eps;
+  p = p + (k.neg_step * m) / denom;
+}
+
+void adamw_range_scalar(float* p, float* m, float* v, const void* g, DType dt, int64_t begin,
+                        int64_t end, const StepConsts& k, uint16_t* pb) {
+  for (int64_t i = begin; i < end; ++i) {
+    adamw_element(p[i], m[i], v[i], load_grad(g, dt, i), k);
+    if (pb) pb[i] = f32_to_bf16(p[i]);
+  }
+}
+
+#if SF_OPTIM_X86
+
+template <bool kBf16Grad, bool kWriteBf16>
+SF_TARGET_AVX512 void adamw_range_avx512(float* p, float* m, float* v, const void* g, int64_t begin,
+                                         int64_t end, const StepConsts& k, uint16_t* pb) {
+  const __m512 scale = _mm512_set1_ps(k.scale), decay = _mm512_set1_ps(k.decay);
+  const __m512 coeff = _mm512_set1_ps(k.w_small ? k.w : k.w - 1.0f);
+  const __m512 beta2 = _mm512_set1_ps(k.beta2), c2 = _mm512_set1_ps(k.c2);
+  const __m512 bc2s = _mm512_set1_ps(k.bc2_sqrt), eps = _mm512_set1_ps(k.eps);
+  const __m512 neg_step = _mm512_set1_ps(k.neg_step);
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    __m512 gv = kBf16Grad ? simd::load_bf16_x16(static_cast<const uint16_t*>(g) + i)
+                          : _mm512_loadu_ps(static_cast<const float*>(g) + i);
+    gv = _mm512_mul_ps(gv, scale);
+    __m512 pv = _mm512_mul_ps(_mm512_loadu_ps(p + i), decay);
+    __m512 mv = _mm512_loadu_ps(m + i);
+    const __m512 d = _mm512_sub_ps(gv, mv);
+    mv = _mm512_fmadd_ps(coeff, d, k.w_small ? mv : gv);
+    __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), beta2),
+                              _mm512_mul_ps(_mm512_mul_ps(c2, gv), gv));
+    const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), bc2s), eps);
+    pv = _mm512_add_ps(pv, _mm512_div_ps(_mm512_mul_ps(neg_step, mv), denom));
+    _mm512_storeu_ps(p + i, pv);
+    _mm512_storeu_ps(m + i, mv);
+    _mm512_storeu_ps(v + i, vv);
+    if constexpr (kWriteBf16) simd::store_bf16_x16(pb + i, pv);
+  }
+  adamw_range_scalar(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, i, end, k, pb);
+}
+
+template <bool kBf16Grad, bool kWriteBf16>
+SF_TARGET_AVX2 void adamw_range_avx2(float* p, float* m, float* v, const void* g, int64_t begin,
+                                     int64_t end, const StepConsts& k, uint16_t* pb) {
+  const __m256 scale = _mm256_set1_ps(k.scale), decay = _mm256_set1_ps(k.decay);
+  const __m256 coeff = _mm256_set1_ps(k.w_small ? k.w : k.w - 1.0f);
+  const __m256 beta2 = _mm256_set1_ps(k.beta2), c2 = _mm256_set1_ps(k.c2);
+  const __m256 bc2s = _mm256_set1_ps(k.bc2_sqrt), eps = _mm256_set1_ps(k.eps);
+  const __m256 neg_step = _mm256_set1_ps(k.neg_step);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    __m256 gv = kBf16Grad ? simd::load_bf16_x8(static_cast<const uint16_t*>(g) + i)
+                          : _mm256_loadu_ps(static_cast<const float*>(g) + i);
+    gv = _mm256_mul_ps(gv, scale);
+    __m256 pv = _mm256_mul_ps(_mm256_loadu_ps(p + i), decay);
+    __m256 mv = _mm256_loadu_ps(m + i);
+    const __m256 d = _mm256_sub_ps(gv, mv);
+    mv = _mm256_fmadd_ps(coeff, d, k.w_small ? mv : gv);
+    __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), beta2),
+                              _mm256_mul_ps(_mm256_mul_ps(c2, gv), gv));
+    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), bc2s), eps);
+    pv = _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(neg_step, mv), denom));
+    _mm256_storeu_ps(p + i, pv);
+    _mm256_storeu_ps(m + i, mv);
+    _mm256_storeu_ps(v + i, vv);
+    if constexpr (kWriteBf16) simd::store_bf16_x8(pb + i, pv);
+  }
+  adamw_range_scalar(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, i, end, k, pb);
+}
+
+#endif  // SF_OPTIM_X86
+
+using RangeFn = void (*)(float*, float*, float*, const void*, int64_t, int64_t, const StepConsts&,
+                         uint16_t*);
+
+template <bool kBf16Grad, bool kWriteBf16>
+void adamw_range_scalar_t(float* p, float* m, float* v, const void* g, int64_t begin, int64_t end,
+                          const StepConsts& k, uint16_t* pb) {
+  adamw_range_scalar(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, begin, end, k, pb);
+}
+
+template <bool kBf16Grad, bool kWriteBf16>
+RangeFn pick_range_fn(OptimIsa isa) {
+  switch (isa) {
+#if SF_OPTIM_X86
+    case OptimIsa::kAvx512:
+      return &adamw_range_avx512<kBf16Grad, kWriteBf16>;
+    case OptimIsa::kAvx2:
+      return &adamw_range_avx2<kBf16Grad, kWriteBf16>;
+#endif
+    default:
+      return &adamw_range_scalar_t<kBf16Grad, kWriteBf16>;
+  }
+}
+
+void check_args(const float* p, const float* m, const float* v, const void* g, DType g_dtype,
+                int64_t n) {
+  SF_CHECK(n >= 0, "adamw_step: negative parameter count ", n);
+  SF_CHECK(g_dtype == DType::kF32 || g_dtype == DType::kBF16,
+           "adamw_step: gradient dtype must be F32 or BF16, got ", dtype_name(g_dtype));
+  SF_CHECK(n == 0 || (p && m && v && g), "adamw_step: null p/m/v/g pointer for ", n, " parameters");
+}
+
+}  // namespace
+
+bool optim_isa_supported(OptimIsa isa) {
+  switch (isa) {
+    case OptimIsa::kScalar:
+      return true;
+#if SF_OPTIM_X86
+    case OptimIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case OptimIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f");
+#endif
+    default:
+      return false;
+  }
+}
+
+OptimIsa optim_best_isa() {
+  static const OptimIsa best = [] {
+    for (OptimIsa isa : {OptimIsa::kAvx512, OptimIsa::kAvx2})
+      if (optim_isa_supported(isa)) return isa;
+    return OptimIsa::kScalar;
+  }();
+  return best;
+}
+
+std::string_view optim_isa_name(OptimIsa isa) {
+  switch (isa) {
+    case OptimIsa::kScalar:
+      return "scalar";
+    case OptimIsa::kAvx2:
+      return "avx2";
+    case OptimIsa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+void adamw_step_reference(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
+                          int64_t step, const AdamWParams& hp, float grad_scale, uint16_t* p_bf16) {
+  check_args(p, m, v, g, g_dtype, n);
+  const StepConsts k = make_consts(step, hp, grad_scale);
+  adamw_range_scalar(p, m, v, g, g_dtype, 0, n, k, p_bf16);
+}
+
+void adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
+                DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
+                uint16_t* p_bf16) {
+  check_args(p, m, v, g, g_dtype, n);
+  SF_CHECK(optim_isa_supported(isa), "adamw_step: this CPU lacks the ", optim_isa_name(isa),
+           " instructions; use optim_best_isa()");
+  const StepConsts k = make_consts(step, hp, grad_scale);
+  const bool bf16 = g_dtype == DType::kBF16;
+  RangeFn fn = bf16 ? (p_bf16 ? pick_range_fn<true, true>(isa) : pick_range_fn<true, false>(isa))
+                    : (p_bf16 ? pick_range_fn<false, true>(isa) : pick_range_fn<false, false>(isa));
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  pool.parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      fn(p, m, v, g, t * kTile, std::min(n, (t + 1) * kTile), k, p_bf16);
+  });
+}
+
+void adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n, int64_t step,
+                const AdamWParams& hp, float grad_scale, uint16_t* p_bf16) {
+  adamw_step(optim_best_isa(), ThreadPool::global(), p, m, v, g, g_dtype, n, step, hp, grad_scale,
+             p_bf16);
+}
+
+}  // namespace sf

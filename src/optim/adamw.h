@@ -1,0 +1,56 @@
+// defines: sf::AdamWParams, sf::adamw_step, sf::adamw_step_reference, sf::sum_squares,
+//          sf::OptimIsa (the instruction-set paths, so tests can run each one)
+// AdamW on the CPU with torch.optim.AdamW semantics (single-tensor path, decoupled weight decay,
+// bias correction, eps outside the sqrt), threaded over tiles, SIMD where the CPU has it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/dtype.h"
+
+namespace sf {
+
+class ThreadPool;
+
+struct AdamWParams {
+  float lr;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+};
+
+// One torch.optim.AdamW step over a contiguous range of n params. p, m, v: fp32; g: F32 or BF16,
+// multiplied by grad_scale (the clip factor) first. `step` is 1-based (the value torch's state
+// "step" has after its increment). If p_bf16 is non-null, the updated p is also written there
+// as bf16 (round to nearest even), ready for the next host-to-device copy.
+// Bit-exact with adamw_step_reference on every path and thread count.
+void adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n, int64_t step,
+                const AdamWParams& hp, float grad_scale, uint16_t* p_bf16 = nullptr);
+
+// The same step as plain scalar code, one thread: the specification the fast path is tested
+// against. Per element, in fp32 and in this order (torch's kernels):
+//   g = g*scale;  p = p*(1-lr*wd);  m = fma(w, g-m, m) with w = 1-b1  (torch's vectorised lerp;
+//   for w >= 0.5: fma(w-1, g-m, g));  v = v*b2 + ((1-b2)*g)*g;  denom = sqrt(v)/sqrt(bc2) + eps;
+//   p = p + (-step_size*m)/denom,  step_size = lr/bc1.
+// Scalars are formed in double from the decimal values of the float hyperparameters (as Python
+// floats are) and rounded to fp32 once, as torch does when it applies a Python scalar to an fp32
+// tensor.
+void adamw_step_reference(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
+                          int64_t step, const AdamWParams& hp, float grad_scale,
+                          uint16_t* p_bf16 = nullptr);
+
+// Σ g[i]² in double, threaded. Deterministic: fixed blocks, fixed lanes inside a block and an
+// ordered reduce, so the result is the same bits for every thread count and SIMD path.
+double sum_squares(const void* g, DType g_dtype, int64_t n);
+
+// Instruction-set paths. adamw_step/sum_squares above use optim_best_isa() and the global pool.
+enum class OptimIsa : uint8_t { kScalar, kAvx2, kAvx512 };
+bool optim_isa_supported(OptimIsa isa);
+OptimIsa optim_best_isa();
+std::string_view optim_isa_name(OptimIsa isa);
+
+void adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
+                DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
+                uint16_t* p_bf16 = nullptr);
+double sum_squares(OptimIsa isa, ThreadPool& pool, const void* g, DType g_dtype, int64_t n);
+
+}  // namespace sf

@@ -1,0 +1,22 @@
+// defines: load_model_weights, save_model_checkpoint — between a Hugging Face model directory and
+// the engine's fp32 master weights.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "core/dtype.h"
+#include "engine/engine.h"
+
+namespace sf {
+
+// Checks the checkpoint in `model_dir` against the engine's spec (every tensor, shape, dtype,
+// finiteness) and fills the master weights. Errors name the file and the tensor.
+void load_model_weights(Engine& engine, const std::filesystem::path& model_dir);
+
+// Writes config.json (config_json_text) and the current master weights (in `dtype`) to out_dir,
+// each file under a temporary name renamed when complete, loadable by from_pretrained(out_dir).
+void save_model_checkpoint(Engine& engine, const std::filesystem::path& out_dir,
+                           const std::string& config_json_text, DType dtype);
+
+}  // namespace sf

@@ -1,0 +1,39 @@
+// defines: sf::TrainConfig, sf::run_training — `slideformer train`: load a Hugging Face model
+// directory, train N steps on the engine, print each step's loss, save an HF checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <ostream>
+#include <string>
+
+#include "optim/schedule.h"
+
+namespace sf {
+
+struct TrainConfig {
+  std::filesystem::path model_dir;
+  std::filesystem::path data;      // .txt (byte-level stand-in tokenizer) or .jsonl (input_ids)
+  std::filesystem::path output_dir;  // empty: do not save
+  int64_t steps = 10;
+  int64_t batch_size = 4;  // samples per step
+  int64_t cutoff_len = 256;
+  float lr = 1e-4f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  float max_grad_norm = 1.0f;
+  std::string schedule = "constant";
+  int64_t warmup_steps = 0;
+  bool shuffle = false;
+  uint64_t seed = 42;
+  int window = 2;
+  std::string save_dtype = "bf16";  // bf16 | f32
+};
+
+struct TrainSummary {
+  double first_loss = 0, last_loss = 0;
+  int64_t steps = 0;
+};
+
+TrainSummary run_training(const TrainConfig& config, std::ostream& log);
+
+}  // namespace sf
