@@ -246,6 +246,10 @@ ModelSpec parse_model_spec(const std::string& json_text, const std::string& sour
   parse_window(c, def, s);
   s.bos_token_id = c.get_token_id("bos_token_id");
   s.eos_token_id = c.get_token_id("eos_token_id");
+  // transformers builds nn.Embedding(padding_idx=pad_token_id): that row's gradient is always 0.
+  s.pad_token_id = c.get_token_id("pad_token_id");
+  SF_CHECK(s.pad_token_id < s.vocab, c.source(), ": pad_token_id ", s.pad_token_id,
+           " is outside the vocabulary of ", s.vocab, "; fix config.json");
   return s;
 }
 

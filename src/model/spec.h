@@ -42,6 +42,7 @@ struct ModelSpec {
   bool tie_word_embeddings = false;
   std::optional<int64_t> sliding_window;  // set only when the model would use it
   int64_t bos_token_id = -1, eos_token_id = -1;
+  int64_t pad_token_id = -1;  // the embedding's padding_idx (its row gets no gradient); -1: none
 };
 
 // The tensors of one decoder layer, in the order they are laid out in a layer's flat buffers.

@@ -103,8 +103,7 @@ Batcher::Batcher(std::vector<Sample> samples, int64_t batch_size, bool shuffle, 
     : samples_(std::move(samples)), batch_size_(batch_size), shuffle_(shuffle), rng_(seed) {
   SF_CHECK(batch_size_ >= 1, "batch size must be at least 1 (got ", batch_size_, ")");
   SF_CHECK(!samples_.empty(), "no training samples");
-  new_epoch();
-  epoch_ = 0;
+  new_epoch();  // epochs count from 1
 }
 
 void Batcher::new_epoch() {

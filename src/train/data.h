@@ -35,7 +35,7 @@ class Batcher {
  public:
   Batcher(std::vector<Sample> samples, int64_t batch_size, bool shuffle, uint64_t seed);
   Batch next();
-  int64_t epoch() const { return epoch_; }
+  int64_t epoch() const { return epoch_; }  // 1-based
   int64_t max_tokens() const;  // of any batch this batcher can produce
 
  private:

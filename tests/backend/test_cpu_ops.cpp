@@ -26,7 +26,9 @@ Vec random_vec(size_t n, std::mt19937& g, float lo = -1.0f, float hi = 1.0f) {
   for (float& x : v) x = u(g);
   return v;
 }
-Tensor f32(Vec& v, std::initializer_list<int64_t> dims) { return Tensor(v.data(), DType::kF32, dims); }
+Tensor f32(Vec& v, std::initializer_list<int64_t> dims) {
+  return Tensor(v.data(), DType::kF32, dims);
+}
 Tensor i32(std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
   return Tensor(v.data(), DType::kI32, dims);
 }
@@ -47,22 +49,28 @@ std::string error_of(F&& f) {
   }
   return "<no error>";
 }
-#define EXPECT_ERROR_HAS(expr, ...)                                   \
-  do {                                                                \
-    const std::string msg_ = error_of([&] { expr; });                 \
-    for (const char* part : {__VA_ARGS__})                            \
+#define EXPECT_ERROR_HAS(expr, ...)                                                         \
+  do {                                                                                      \
+    const std::string msg_ = error_of([&] { expr; });                                       \
+    for (const char* part : {__VA_ARGS__})                                                  \
       EXPECT_NE(msg_.find(part), std::string::npos) << "'" << part << "' not in: " << msg_; \
   } while (0)
 
 TEST(CpuOps, ConvertBf16RoundsToNearestEven) {
-  Vec src = {1.0f, 1.00390625f /* tie, even stays */, 1.01171875f /* tie, rounds up */,
-             std::nextafter(1.00390625f, 2.0f) /* above the tie */, -3.5f, INFINITY, 1e-40f};
+  Vec src = {1.0f,
+             1.00390625f /* tie, even stays */,
+             1.01171875f /* tie, rounds up */,
+             std::nextafter(1.00390625f, 2.0f) /* above the tie */,
+             -3.5f,
+             INFINITY,
+             1e-40f};
   std::vector<uint16_t> dst(src.size());
   convert(Tensor(dst.data(), DType::kBF16, {int64_t(src.size())}), f32(src, {int64_t(src.size())}));
   const std::vector<uint16_t> want = {0x3f80, 0x3f80, 0x3f82, 0x3f81, 0xc060, 0x7f80, 0x0001};
   EXPECT_EQ(dst, want);
   Vec back(src.size());
-  convert(f32(back, {int64_t(src.size())}), Tensor(dst.data(), DType::kBF16, {int64_t(src.size())}));
+  convert(f32(back, {int64_t(src.size())}),
+          Tensor(dst.data(), DType::kBF16, {int64_t(src.size())}));
   EXPECT_EQ(back[0], 1.0f);
   EXPECT_EQ(back[2], 1.015625f);
 }
@@ -78,8 +86,8 @@ TEST(CpuOps, ConvertF16RoundTripAndTies) {
     if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) continue;  // NaN payloads are not kept
     ASSERT_EQ(back[h], h) << "half 0x" << std::hex << h;
   }
-  Vec ties = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65519.0f, 65520.0f, std::ldexp(1.0f, -25),
-              std::ldexp(1.5f, -25)};
+  Vec ties = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,    65519.0f,
+              65520.0f,           std::ldexp(1.0f, -25), std::ldexp(1.5f, -25)};
   std::vector<uint16_t> h(ties.size());
   convert(Tensor(h.data(), DType::kF16, {int64_t(h.size())}), f32(ties, {int64_t(ties.size())}));
   EXPECT_EQ(h, (std::vector<uint16_t>{0x3c00, 0x3c02, 0x7bff, 0x7c00, 0x0000, 0x0001}));
@@ -95,7 +103,8 @@ TEST(CpuOps, AddAndFillZero) {
 }
 
 TEST(CpuOps, LinearMatchesTripleLoop) {
-  for (auto [M, K, N] : {std::array<int64_t, 3>{1, 1, 1}, {5, 7, 3}, {67, 259, 29}, {130, 64, 300}}) {
+  for (auto [M, K, N] :
+       {std::array<int64_t, 3>{1, 1, 1}, {5, 7, 3}, {67, 259, 29}, {130, 64, 300}}) {
     std::mt19937 g(uint32_t(M + K + N));
     Vec x = random_vec(M * K, g), w = random_vec(N * K, g), b = random_vec(N, g);
     Vec dy = random_vec(M * N, g), y(M * N), dx0 = random_vec(M * K, g), dx = dx0;
@@ -147,8 +156,8 @@ TEST(CpuOps, EmbeddingGathersAndScattersRepeatedIds) {
   EXPECT_EQ(out, (Vec{12, 13, 14, 0, 1, 2, 12, 13, 14, 12, 13, 14}));
   Vec dtable(V * C, 0.5f);
   embedding_backward(f32(dtable, {V, C}), i32(ids, {4}), f32(dout, {4, C}));
-  EXPECT_EQ(dtable, (Vec{10.5f, 20.5f, 30.5f, .5f, .5f, .5f, .5f, .5f, .5f, .5f, .5f, .5f,
-                         1101.5f, 2202.5f, 3303.5f}));
+  EXPECT_EQ(dtable, (Vec{10.5f, 20.5f, 30.5f, .5f, .5f, .5f, .5f, .5f, .5f, .5f, .5f, .5f, 1101.5f,
+                         2202.5f, 3303.5f}));
 }
 
 TEST(CpuOps, RmsNormMatchesHf) {
@@ -163,9 +172,11 @@ TEST(CpuOps, RmsNormMatchesHf) {
   std::vector<double> ref(R * C), ref_rstd(R);
   for (int64_t r = 0; r < R; ++r) {
     double ss = 0.0;
-    for (int64_t c = 0; c < C; ++c) ss += double(a[r * C + c] + b[r * C + c]) * (a[r * C + c] + b[r * C + c]);
+    for (int64_t c = 0; c < C; ++c)
+      ss += double(a[r * C + c] + b[r * C + c]) * (a[r * C + c] + b[r * C + c]);
     ref_rstd[r] = 1.0 / std::sqrt(ss / C + eps);
-    for (int64_t c = 0; c < C; ++c) ref[r * C + c] = w[c] * double(a[r * C + c] + b[r * C + c]) * ref_rstd[r];
+    for (int64_t c = 0; c < C; ++c)
+      ref[r * C + c] = w[c] * double(a[r * C + c] + b[r * C + c]) * ref_rstd[r];
   }
   for (int64_t i = 0; i < R * C; ++i) ASSERT_EQ(sum[i], a[i] + b[i]);
   EXPECT_LT(nmse(out, ref), kMaxNmse);
@@ -274,9 +285,9 @@ TEST(CpuOps, ErrorsNameTheOpAndShapes) {
                                         f32(hw, {3, 4}), i32(tgt, {3}), 1.0f),
                    "token 2", "target -1");
   Vec rstd(3), nw(5);
-  EXPECT_ERROR_HAS(rmsnorm_forward(f32(out, {3, 4}), f32(rstd, {3}), f32(x, {3, 4}), f32(nw, {5}),
-                                   1e-6f),
-                   "rmsnorm_forward", "[5]");
+  EXPECT_ERROR_HAS(
+      rmsnorm_forward(f32(out, {3, 4}), f32(rstd, {3}), f32(x, {3, 4}), f32(nw, {5}), 1e-6f),
+      "rmsnorm_forward", "[5]");
   Vec inv_freq(2), rx(18);
   std::vector<int32_t> pos = {0, 1, 2};
   EXPECT_ERROR_HAS(rope_forward(f32(rx, {3, 2, 3}), i32(pos, {3}), f32(inv_freq, {2})),

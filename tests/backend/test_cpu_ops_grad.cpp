@@ -10,8 +10,8 @@
 // that noise while a wrong term (a missing factor, a sign, a dropped sum) gives err ≳ 1e-1.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <random>
 #include <vector>
@@ -31,7 +31,9 @@ Vec random_vec(size_t n, std::mt19937& g, float lo = -1.0f, float hi = 1.0f) {
   for (float& x : v) x = u(g);
   return v;
 }
-Tensor f32(Vec& v, std::initializer_list<int64_t> dims) { return Tensor(v.data(), DType::kF32, dims); }
+Tensor f32(Vec& v, std::initializer_list<int64_t> dims) {
+  return Tensor(v.data(), DType::kF32, dims);
+}
 Tensor i32(std::vector<int32_t>& v, std::initializer_list<int64_t> dims) {
   return Tensor(v.data(), DType::kI32, dims);
 }
@@ -43,8 +45,8 @@ double dot(const Vec& a, const Vec& b) {
 
 // Central differences of loss() w.r.t. x at up to max_checks random elements; returns the
 // normalised error against `analytic`.
-double fd_error(Vec& x, const Vec& analytic, const std::function<double()>& loss,
-                float eps = kEps, size_t max_checks = 48) {
+double fd_error(Vec& x, const Vec& analytic, const std::function<double()>& loss, float eps = kEps,
+                size_t max_checks = 48) {
   std::mt19937 g(1234);
   std::vector<size_t> idx(x.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;

@@ -59,9 +59,9 @@ AttnShape check_attention(const char* op, const Tensor& out, const Tensor& lse, 
   s.group = s.NH / s.NKV;
   const int64_t n = cu_seqlens.numel();
   const int32_t* cu = cu_seqlens.i32();
-  SF_CHECK(cu_seqlens.ndim == 1 && n >= 2 && cu[0] == 0 && cu[n - 1] == s.T, op,
-           ": cu_seqlens ", cu_seqlens.shape_str(), " must start at 0 and end at T=", s.T,
-           " (got first ", n > 0 ? cu[0] : -1, ", last ", n > 0 ? cu[n - 1] : -1, ")");
+  SF_CHECK(cu_seqlens.ndim == 1 && n >= 2 && cu[0] == 0 && cu[n - 1] == s.T, op, ": cu_seqlens ",
+           cu_seqlens.shape_str(), " must start at 0 and end at T=", s.T, " (got first ",
+           n > 0 ? cu[0] : -1, ", last ", n > 0 ? cu[n - 1] : -1, ")");
   s.start.resize(size_t(s.T));
   s.end.resize(size_t(s.T));
   for (int64_t i = 0; i + 1 < n; ++i) {
@@ -119,11 +119,11 @@ void attention_forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, Ten
 //   dP = dO·Vᵀ;  Δ_t = Σ_d dO∘O;  dS = P∘(dP − Δ);  dQ = scale·dS·K;  dK = scale·dSᵀ·Q;  dV = Pᵀ·dO
 // dQ is computed per query row, dK/dV per key row (summed over the query heads of the kv group),
 // so each thread owns what it writes.
-void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k,
-                        Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale) {
+void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v,
+                        Tensor out, Tensor lse, Tensor cu_seqlens, float scale) {
   const AttnShape s = check_attention("attention_backward", out, lse, q, k, v, cu_seqlens);
-  for (auto [name, t, like] : {std::tuple{"dq", &dq, &q}, {"dk", &dk, &k}, {"dv", &dv, &v},
-                               {"dout", &dout, &q}}) {
+  for (auto [name, t, like] :
+       {std::tuple{"dq", &dq, &q}, {"dk", &dk, &k}, {"dv", &dv, &v}, {"dout", &dout, &q}}) {
     SF_CHECK(t->dtype == DType::kF32 && t->numel() == like->numel() && t->cols() == s.D,
              "attention_backward: ", name, " ", t->shape_str(), " (", dtype_name(t->dtype),
              ") must be F32 and shaped like ", like->shape_str());

@@ -11,8 +11,8 @@
 namespace sf::cpu {
 namespace {
 
-constexpr int32_t kIgnoreIndex = -100;  // torch.nn.CrossEntropyLoss's default ignore_index
-constexpr int64_t kChunkRows = 256;      // tokens per chunk ...
+constexpr int32_t kIgnoreIndex = -100;     // torch.nn.CrossEntropyLoss's default ignore_index
+constexpr int64_t kChunkRows = 256;        // tokens per chunk ...
 constexpr int64_t kChunkLogits = 1 << 23;  // ... but at most this many logits (32 MB of fp32)
 
 }  // namespace
@@ -20,8 +20,8 @@ constexpr int64_t kChunkLogits = 1 << 23;  // ... but at most this many logits (
 // For a valid token: loss = logsumexp(z) − z[target], z = x·wᵀ, and
 // ∂loss/∂z = softmax(z) − onehot(target), so with G = grad_scale·(softmax − onehot) per row:
 // dx = G·w and dw += Gᵀ·x. dx and dw may be empty (loss only, e.g. evaluation).
-void linear_cross_entropy(Tensor loss_sum, Tensor dx, Tensor dw, Tensor x, Tensor w,
-                          Tensor targets, float grad_scale) {
+void linear_cross_entropy(Tensor loss_sum, Tensor dx, Tensor dw, Tensor x, Tensor w, Tensor targets,
+                          float grad_scale) {
   SF_CHECK(loss_sum.dtype == DType::kF32 && x.dtype == DType::kF32 && w.dtype == DType::kF32 &&
                targets.dtype == DType::kI32,
            "linear_cross_entropy: expected F32 loss_sum/x/w and I32 targets, got ",
@@ -30,8 +30,8 @@ void linear_cross_entropy(Tensor loss_sum, Tensor dx, Tensor dw, Tensor x, Tenso
   const int64_t T = x.rows(), C = x.cols(), V = w.dim(0);
   SF_CHECK(w.ndim == 2 && w.dim(1) == C && targets.numel() == T && loss_sum.numel() == 1,
            "linear_cross_entropy: shapes do not match x[T,C], w[V,C], targets[T], loss_sum[1]: x ",
-           x.shape_str(), ", w ", w.shape_str(), ", targets ", targets.shape_str(),
-           ", loss_sum ", loss_sum.shape_str());
+           x.shape_str(), ", w ", w.shape_str(), ", targets ", targets.shape_str(), ", loss_sum ",
+           loss_sum.shape_str());
   SF_CHECK(dx.empty() || (dx.dtype == DType::kF32 && dx.numel() == x.numel()),
            "linear_cross_entropy: dx ", dx.shape_str(), " must be F32 and shaped like x ",
            x.shape_str());
@@ -49,7 +49,8 @@ void linear_cross_entropy(Tensor loss_sum, Tensor dx, Tensor dw, Tensor x, Tenso
   if (!dx.empty()) fill_zero(dx);  // ignored tokens get a zero gradient
 
   const float* px = x.f32();
-  const int64_t rows = std::max<int64_t>(1, std::min(kChunkRows, kChunkLogits / std::max<int64_t>(V, 1)));
+  const int64_t rows =
+      std::max<int64_t>(1, std::min(kChunkRows, kChunkLogits / std::max<int64_t>(V, 1)));
   std::vector<float> xc(size_t(std::min<int64_t>(rows, int64_t(valid.size())) * C));
   std::vector<float> logits(size_t(std::min<int64_t>(rows, int64_t(valid.size())) * V));
   std::vector<float> dxc(dx.empty() ? 0 : xc.size());
@@ -82,7 +83,8 @@ void linear_cross_entropy(Tensor loss_sum, Tensor dx, Tensor dw, Tensor x, Tenso
       linear_backward_input(dxt, zt, w, false);
       float* pdx = dx.f32();
       for (int64_t r = 0; r < R; ++r)  // scatter back to the tokens' rows
-        std::memcpy(pdx + valid[c0 + size_t(r)] * C, &dxc[size_t(r * C)], size_t(C) * sizeof(float));
+        std::memcpy(pdx + valid[c0 + size_t(r)] * C, &dxc[size_t(r * C)],
+                    size_t(C) * sizeof(float));
     }
     if (!dw.empty()) linear_backward_weight(Tensor(dw.data, DType::kF32, {V, C}), Tensor{}, zt, xt);
   }

@@ -55,9 +55,9 @@ void add_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, Tensor a, Tensor b
   check_norm_shapes("add_rmsnorm_forward", out, rstd, a, w);
   check_f32("add_rmsnorm_forward", "sum", sum);
   check_f32("add_rmsnorm_forward", "b", b);
-  SF_CHECK(sum.numel() == a.numel() && b.numel() == a.numel(),
-           "add_rmsnorm_forward: sum ", sum.shape_str(), ", a ", a.shape_str(), ", b ",
-           b.shape_str(), " must have the same shape");
+  SF_CHECK(sum.numel() == a.numel() && b.numel() == a.numel(), "add_rmsnorm_forward: sum ",
+           sum.shape_str(), ", a ", a.shape_str(), ", b ", b.shape_str(),
+           " must have the same shape");
   const int64_t R = a.rows(), C = a.cols();
   const float *pa = a.f32(), *pb = b.f32(), *pw = w.f32();
   float *ps = sum.f32(), *po = out.f32(), *pr = rstd.f32();

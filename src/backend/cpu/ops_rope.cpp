@@ -11,10 +11,10 @@ namespace {
 
 // sign = +1 rotates by +angle (forward), -1 by -angle (the backward is the transpose: Rᵀ = R(-θ)).
 void rope_apply(const char* op, Tensor x, Tensor positions, Tensor inv_freq, float sign) {
-  SF_CHECK(x.dtype == DType::kF32 && inv_freq.dtype == DType::kF32 &&
-               positions.dtype == DType::kI32,
-           op, ": expected F32 x/inv_freq and I32 positions, got ", dtype_name(x.dtype), ", ",
-           dtype_name(inv_freq.dtype), ", ", dtype_name(positions.dtype));
+  SF_CHECK(
+      x.dtype == DType::kF32 && inv_freq.dtype == DType::kF32 && positions.dtype == DType::kI32, op,
+      ": expected F32 x/inv_freq and I32 positions, got ", dtype_name(x.dtype), ", ",
+      dtype_name(inv_freq.dtype), ", ", dtype_name(positions.dtype));
   SF_CHECK(x.ndim == 3 && x.dim(2) % 2 == 0 && positions.numel() == x.dim(0) &&
                inv_freq.numel() == x.dim(2) / 2,
            op, ": shapes do not match x[T,heads,D] (D even), positions[T], inv_freq[D/2]: x ",

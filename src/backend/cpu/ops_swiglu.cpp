@@ -16,8 +16,8 @@ void check_same(const char* op, std::initializer_list<std::pair<const char*, con
   const Tensor& first = *ts.begin()->second;
   for (auto [name, t] : ts) {
     SF_CHECK(t->dtype == DType::kF32, op, ": ", name, " must be F32, got ", dtype_name(t->dtype));
-    SF_CHECK(t->numel() == first.numel(), op, ": ", name, " ", t->shape_str(),
-             " does not match ", ts.begin()->first, " ", first.shape_str());
+    SF_CHECK(t->numel() == first.numel(), op, ": ", name, " ", t->shape_str(), " does not match ",
+             ts.begin()->first, " ", first.shape_str());
   }
 }
 

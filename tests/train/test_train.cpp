@@ -1,0 +1,210 @@
+// `slideformer train` end to end on the CPU backend: the loss of a tiny model falls on real text,
+// JSONL data is used in file order, checkpoints round-trip, and bad input gets a clear error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/init.h"
+#include "train/checkpoint.h"
+#include "train/data.h"
+#include "train/trainer.h"
+
+namespace sf {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("sf_train_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+fs::path make_model(const std::string& name, int64_t vocab = 256) {
+  fs::path d = temp_dir(name) / "model";
+  TinyModelOptions o;
+  o.hidden = 64;
+  o.layers = 2;
+  o.heads = 4;
+  o.kv_heads = 2;
+  o.intermediate = 128;
+  o.vocab = vocab;
+  write_random_model(d, o);
+  return d;
+}
+
+void write_text(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Train, LossFallsOnSharedText) {
+  const fs::path text = fs::path(SF_SOURCE_DIR) / "../shared/data/text/shakespeare-hamlet.txt";
+  if (!fs::exists(text)) GTEST_SKIP() << "skipped: ../shared/data/text is absent here";
+  TrainConfig c;
+  c.model_dir = make_model("falls");
+  c.data = text;
+  c.steps = 30;
+  c.batch_size = 4;
+  c.cutoff_len = 64;
+  c.lr = 3e-3f;
+  c.schedule = "cosine";
+  c.warmup_steps = 3;
+  c.shuffle = true;
+  c.output_dir = c.model_dir.parent_path() / "out";
+  std::ostringstream log;
+  TrainSummary s = run_training(c, log);
+  EXPECT_EQ(s.steps, 30);
+  // A random byte-level model starts near ln(256) = 5.55; 30 steps must learn byte statistics.
+  EXPECT_GT(s.first_loss, 5.0);
+  EXPECT_LT(s.last_loss, s.first_loss - 1.5) << log.str();
+  EXPECT_NE(log.str().find("step 30/30  loss "), std::string::npos);
+  // The saved checkpoint loads back with the trained weights.
+  SafetensorsReader r(c.output_dir);
+  EXPECT_TRUE(r.contains("model.layers.1.mlp.down_proj.weight"));
+  EXPECT_TRUE(fs::exists(c.output_dir / "config.json"));
+  for (const auto& entry : fs::directory_iterator(c.output_dir))
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
+}
+
+TEST(Train, JsonlIsUsedInFileOrderWithLabels) {
+  fs::path d = temp_dir("jsonl");
+  write_text(d / "a.jsonl",
+             "{\"input_ids\": [1, 2, 3], \"labels\": [-100, 2, 3]}\n"
+             "\n"
+             "{\"input_ids\": [4, 5, 6, 7, 8]}\n"
+             "{\"input_ids\": [9, 10]}\n");
+  int64_t truncated = 0;
+  auto samples = load_jsonl_samples(d / "a.jsonl", 4, 100, &truncated);
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(truncated, 1);
+  Batcher b(samples, 2, /*shuffle=*/false, 0);
+  Batch first = b.next();
+  EXPECT_EQ(first.ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}));
+  // targets are labels shifted by one inside each sample; the last token of a sample has none
+  EXPECT_EQ(first.targets, (std::vector<int32_t>{2, 3, -100, 5, 6, 7, -100}));
+  EXPECT_EQ(first.positions, (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 3}));
+  EXPECT_EQ(first.cu_seqlens, (std::vector<int32_t>{0, 3, 7}));
+  Batch second = b.next();  // wraps into the next epoch
+  EXPECT_EQ(second.ids, (std::vector<int32_t>{9, 10, 1, 2, 3}));
+  EXPECT_EQ(b.epoch(), 2);
+}
+
+TEST(Train, ShuffleIsDeterministicFromTheSeed) {
+  std::vector<Sample> s(10);
+  for (int i = 0; i < 10; ++i) s[size_t(i)].ids = s[size_t(i)].labels = {i, i};
+  Batcher a(s, 3, true, 7), b(s, 3, true, 7), c(s, 3, true, 8);
+  std::vector<int32_t> ia, ib, ic;
+  for (int k = 0; k < 5; ++k) {
+    auto x = a.next().ids, y = b.next().ids, z = c.next().ids;
+    ia.insert(ia.end(), x.begin(), x.end());
+    ib.insert(ib.end(), y.begin(), y.end());
+    ic.insert(ic.end(), z.begin(), z.end());
+  }
+  EXPECT_EQ(ia, ib);
+  EXPECT_NE(ia, ic);
+}
+
+TEST(Train, BadDataGivesClearErrors) {
+  fs::path d = temp_dir("baddata");
+  write_text(d / "empty.txt", "");
+  EXPECT_NE(error_of([&] { load_text_samples(d / "empty.txt", 16, 256); }).find("empty"),
+            std::string::npos);
+  write_text(d / "one.txt", "x");
+  EXPECT_NE(error_of([&] { load_text_samples(d / "one.txt", 16, 256); }).find("single byte"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { load_text_samples(d / "missing.txt", 16, 256); }).find("missing.txt"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { load_text_samples(d / "one.txt", 16, 100); }).find("at least 256"),
+            std::string::npos);
+  write_text(d / "bad.jsonl", "{\"input_ids\": [1, 2]}\n{\"input_ids\": [1, 2\n");
+  std::string e = error_of([&] { load_jsonl_samples(d / "bad.jsonl", 16, 100); });
+  EXPECT_NE(e.find("bad.jsonl:2"), std::string::npos) << e;
+  write_text(d / "len.jsonl", "{\"input_ids\": [1, 2], \"labels\": [1]}\n");
+  e = error_of([&] { load_jsonl_samples(d / "len.jsonl", 16, 100); });
+  EXPECT_NE(e.find("len.jsonl:1"), std::string::npos) << e;
+  write_text(d / "vocab.jsonl", "{\"input_ids\": [1, 200]}\n");
+  e = error_of([&] { load_jsonl_samples(d / "vocab.jsonl", 16, 100); });
+  EXPECT_NE(e.find("outside the model's vocabulary"), std::string::npos) << e;
+  write_text(d / "type.jsonl", "{\"input_ids\": [1, \"a\"]}\n");
+  e = error_of([&] { load_jsonl_samples(d / "type.jsonl", 16, 100); });
+  EXPECT_NE(e.find("non-integer"), std::string::npos) << e;
+}
+
+TEST(Train, BadModelGivesClearErrors) {
+  TrainConfig c;
+  fs::path d = temp_dir("badmodel");
+  write_text(d / "t.txt", "some text that is long enough to train on for a step or two");
+  c.data = d / "t.txt";
+  c.steps = 1;
+  c.cutoff_len = 16;
+  std::ostringstream log;
+  c.model_dir = d / "nowhere";
+  EXPECT_NE(error_of([&] { run_training(c, log); }).find("config.json"), std::string::npos);
+
+  // config.json disagrees with the tensors: the error names the tensor and both shapes.
+  c.model_dir = make_model("badshape");
+  {
+    std::ifstream f(c.model_dir / "config.json");
+    std::string cfg((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto pos = cfg.find("\"intermediate_size\": 128");
+    ASSERT_NE(pos, std::string::npos);
+    cfg.replace(pos, 24, "\"intermediate_size\": 96");
+    write_text(c.model_dir / "config.json", cfg);
+  }
+  std::string e = error_of([&] { run_training(c, log); });
+  EXPECT_NE(e.find("mlp"), std::string::npos) << e;
+  EXPECT_NE(e.find("[96, 64]"), std::string::npos) << e;
+
+  // NaN in the weights: the error names the tensor.
+  c.model_dir = make_model("nan");
+  {
+    SafetensorsReader r(c.model_dir);
+    std::vector<std::vector<float>> keep;
+    std::vector<TensorToWrite> all;
+    for (const auto& n : r.names()) {
+      const TensorInfo& t = r.get(n);
+      size_t count = 1;
+      for (int64_t s : t.shape) count *= size_t(s);
+      keep.emplace_back(count);
+      r.read_f32(n, keep.back().data(), count);
+      if (n == "model.layers.1.self_attn.v_proj.weight") keep.back()[5] = std::nanf("");
+    }
+    size_t i = 0;
+    for (const auto& n : r.names()) all.push_back({n, r.get(n).shape, keep[i++].data()});
+    write_safetensors_file(c.model_dir / "model.safetensors.new", all, DType::kF32);
+  }
+  fs::rename(c.model_dir / "model.safetensors.new", c.model_dir / "model.safetensors");
+  e = error_of([&] { run_training(c, log); });
+  EXPECT_NE(e.find("model.layers.1.self_attn.v_proj.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("nan at element 5"), std::string::npos) << e;
+}
+
+TEST(Train, BadHyperParametersAreRefused) {
+  TrainConfig c;
+  c.model_dir = make_model("badhp");
+  c.data = c.model_dir / "config.json";
+  std::ostringstream log;
+  c.steps = 0;
+  EXPECT_NE(error_of([&] { run_training(c, log); }).find("--steps"), std::string::npos);
+  c.steps = 2;
+  c.schedule = "exponential";
+  EXPECT_NE(error_of([&] { run_training(c, log); }).find("cosine"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sf
