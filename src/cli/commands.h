@@ -1,0 +1,14 @@
+// defines: the slideformer subcommands (each parses its own options and returns an exit code).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sf {
+
+int cmd_train(const std::vector<std::string>& argv);
+int cmd_init_model(const std::vector<std::string>& argv);
+int cmd_logits(const std::vector<std::string>& argv);
+int cmd_tokenize(const std::vector<std::string>& argv);  // cli/cmd_tokenize.cpp
+
+}  // namespace sf
