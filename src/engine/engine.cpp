@@ -117,6 +117,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     }
     grad_ = Tensor(b.take(size_t(T * C) * dsz), dt_, {T, C});
     loss_sum_ = Tensor(b.take(4), DType::kF32, {1});
+    pad_row_ = static_cast<float*>(b.take(size_t(C) * 4));
     ws_base_ = b.take(LayerWorkspace::bytes_needed(spec_, T, dt_));
     head_ws_base_ = b.take(HeadWorkspace::bytes_needed(spec_, T, dt_));
   };
@@ -361,7 +362,14 @@ StepResult Engine::step(const Batch& batch, float lr) {
     UpdateWorker* w = worker_.get();
     be_.host_callback(*d2h_, [w, j] { w->grad_ready(1 + j); });
   }
+  // transformers' nn.Embedding(padding_idx=pad_token_id) gives the pad row no gradient from the
+  // lookup; with tied weights the head's share of that row stays: save the row, restore it.
+  const int64_t pad = spec_.pad_token_id;
+  float* pad_grad = pad >= 0 ? og.embed.f32() + pad * spec_.hidden : nullptr;
+  const size_t row_bytes = size_t(spec_.hidden) * 4;
+  if (pad_grad) be_.copy(pad_row_, pad_grad, row_bytes, *compute_);
   be_.embedding_backward(og.embed, in_.ids, grad_, *compute_);
+  if (pad_grad) be_.copy(pad_grad, pad_row_, row_bytes, *compute_);
   {
     const int64_t n = host_[0]->layout.numel;
     const void* src = outer_grads_;

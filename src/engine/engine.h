@@ -108,6 +108,7 @@ class Engine {
   HeadWorkspace head_ws_;
   std::vector<char*> ckpt_;  // host checkpoint of each layer's input
   float* host_loss_ = nullptr;
+  float* pad_row_ = nullptr;  // device scratch: the embedding gradient's padding row
   std::vector<float> inv_freq_;
 };
 
