@@ -194,6 +194,59 @@ TEST(Train, BadModelGivesClearErrors) {
   EXPECT_NE(e.find("nan at element 5"), std::string::npos) << e;
 }
 
+// A checkpoint whose tensor has an integer dtype, written byte by byte per the safetensors format.
+TEST(Train, WrongDtypeIsNamed) {
+  fs::path model = make_model("dtype");
+  SafetensorsReader r(model);
+  std::string header = "{";
+  std::string data;
+  for (const auto& n : r.names()) {
+    const TensorInfo& t = r.get(n);
+    std::string shape = "[";
+    for (size_t i = 0; i < t.shape.size(); ++i)
+      shape += (i ? "," : "") + std::to_string(t.shape[i]);
+    shape += "]";
+    const bool bad = n == "model.norm.weight";
+    std::string bytes(static_cast<const char*>(t.data), t.bytes);  // F32 or I32: 4 bytes each
+    header += (header.size() > 1 ? "," : "") + ("\"" + n + "\":{\"dtype\":\"") +
+              (bad ? "I32" : "F32") + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
+              std::to_string(data.size()) + "," + std::to_string(data.size() + bytes.size()) +
+              "]}";
+    data += bytes;
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  write_text(model / "model.safetensors.new", file + header + data);
+  fs::rename(model / "model.safetensors.new", model / "model.safetensors");
+  TrainConfig c;
+  c.model_dir = model;
+  write_text(model.parent_path() / "t.txt", "enough text to make a couple of samples from");
+  c.data = model.parent_path() / "t.txt";
+  c.steps = 1;
+  c.cutoff_len = 16;
+  std::ostringstream log;
+  std::string e = error_of([&] { run_training(c, log); });
+  EXPECT_NE(e.find("model.norm.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("I32"), std::string::npos) << e;
+}
+
+TEST(Train, MissingWeightsAreNamed) {
+  fs::path model = make_model("noweights");
+  fs::remove(model / "model.safetensors");
+  TrainConfig c;
+  c.model_dir = model;
+  write_text(model.parent_path() / "t.txt", "enough text to make a couple of samples from");
+  c.data = model.parent_path() / "t.txt";
+  c.steps = 1;
+  c.cutoff_len = 16;
+  std::ostringstream log;
+  std::string e = error_of([&] { run_training(c, log); });
+  EXPECT_NE(e.find("safetensors"), std::string::npos) << e;
+  EXPECT_NE(e.find(model.string()), std::string::npos) << e;
+}
+
 TEST(Train, BadHyperParametersAreRefused) {
   TrainConfig c;
   c.model_dir = make_model("badhp");
