@@ -74,4 +74,31 @@ inline float f16_to_f32(uint16_t h) {
   return f;
 }
 
+// fp32 -> IEEE half, round to nearest even (as torch's .half()); overflow -> inf, NaN stays NaN.
+inline uint16_t f32_to_f16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u) return sign | 0x7e00u;   // NaN (quiet)
+  if (u >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to inf
+  uint32_t mant, h, rem, half;
+  if (u >= 0x38800000u) {  // normal half: >= 2^-14
+    mant = u & 0x7fffffu;
+    h = (((u >> 23) - 127 + 15) << 10) | (mant >> 13);
+    rem = mant & 0x1fffu;
+    half = 0x1000u;
+  } else {  // subnormal half (or zero): units of 2^-24
+    const uint32_t e = u >> 23;
+    const uint32_t shift = 126 - e;  // value / 2^-24 = m · 2^-(126-e), m the 24-bit significand
+    if (shift > 24) return sign;     // below 2^-25: rounds to zero
+    mant = (u & 0x7fffffu) | 0x800000u;
+    h = mant >> shift;
+    rem = mant & ((1u << shift) - 1);
+    half = 1u << (shift - 1);
+  }
+  if (rem > half || (rem == half && (h & 1u))) ++h;  // a carry into the exponent is correct
+  return sign | uint16_t(h);
+}
+
 }  // namespace sf

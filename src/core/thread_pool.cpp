@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 namespace sf {
@@ -35,8 +36,14 @@ void ThreadPool::worker_loop(int index) {
     int64_t n = job_n_, chunk = job_chunk_;
     lk.unlock();
     int64_t begin = int64_t(index) * chunk;
-    if (begin < n) (*fn)(begin, std::min(n, begin + chunk));
+    std::exception_ptr err;
+    try {
+      if (begin < n) (*fn)(begin, std::min(n, begin + chunk));
+    } catch (...) {
+      err = std::current_exception();
+    }
     lk.lock();
+    if (err && !error_) error_ = err;
     if (--pending_ == 0) cv_done_.notify_all();
   }
 }
@@ -61,11 +68,21 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     ++generation_;
   }
   cv_work_.notify_all();
+  // Every share finishes before this returns, even when one throws; the first error is rethrown.
+  std::exception_ptr err;
   t_inside_pool = true;
-  fn(0, std::min(n, chunk));
+  try {
+    fn(0, std::min(n, chunk));
+  } catch (...) {
+    err = std::current_exception();
+  }
   t_inside_pool = false;
   std::unique_lock<std::mutex> lk(mu_);
   cv_done_.wait(lk, [&] { return pending_ == 0; });
+  if (!err) err = error_;
+  error_ = nullptr;
+  lk.unlock();
+  if (err) std::rethrow_exception(err);
 }
 
 ThreadPool& ThreadPool::global() {

@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -19,7 +20,8 @@ class ThreadPool {
 
   int size() const { return int(workers_.size()) + 1; }
   // Calls fn(begin, end) over [0, n) split into contiguous chunks of at least `grain`;
-  // the calling thread takes a share. Not re-entrant: a nested call runs inline.
+  // the calling thread takes a share. Not re-entrant: a nested call runs inline. If a share
+  // throws, the others still finish and the first exception is rethrown to the caller.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // The process-wide pool, sized by SF_THREADS or the hardware.
@@ -36,6 +38,7 @@ class ThreadPool {
   int64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;
   std::mutex call_mu_;  // one parallel_for at a time
 };
 
