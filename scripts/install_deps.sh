@@ -2,6 +2,7 @@
 # Installs the Debian packages the build and the tests need (idempotent; root or sudo).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build nlohmann-json3-dev libgtest-dev libpcre2-dev python3)
+pkgs+=(libutf8proc-dev)  # tokenizer: Unicode normalization (linked statically)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

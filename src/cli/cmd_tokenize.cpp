@@ -1,11 +1,113 @@
-// `slideformer tokenize` — owned by the tokenizer work (issue: tokenizer and data pipeline).
+// `slideformer tokenize --tokenizer DIR [--add-special-tokens] [--decode [--skip-special-tokens]]`
+// JSONL {"text": "..."} on stdin → {"ids": [...]} on stdout, one line per input line, in order.
+// --decode also writes "decoded": the text of those ids (for parity checks).
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
+#include "data/tokenizer.h"
 
 namespace sf {
 
-int cmd_tokenize(const std::vector<std::string>&) {
-  SF_FAIL("tokenize: the Hugging Face tokenizer is not built yet");
+namespace {
+
+constexpr size_t kBatchLines = 4096;        // lines parsed and encoded together
+constexpr size_t kBatchBytes = 16u << 20;   // or this many bytes, whichever first
+
+// Parses `line` (number `line_no`) into its "text"; returns an error message or "".
+std::string parse_line(const std::string& line, size_t line_no, std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::parse_error& e) {
+    return str_cat("stdin line ", line_no, ": not valid JSON (", e.what(),
+                   "); expected {\"text\": \"...\"}");
+  }
+  if (!j.is_object() || !j.contains("text")) {
+    return str_cat("stdin line ", line_no, ": expected a JSON object with a \"text\" key");
+  }
+  if (!j["text"].is_string()) {
+    return str_cat("stdin line ", line_no, ": \"text\" must be a string");
+  }
+  text = j["text"].get<std::string>();
+  return {};
+}
+
+void append_ids(std::string& out, const std::vector<int32_t>& ids) {
+  out += "{\"ids\":[";
+  char num[16];
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
+    auto r = std::to_chars(num, num + sizeof(num), ids[i]);
+    out.append(num, r.ptr);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+int cmd_tokenize(const std::vector<std::string>& argv) {
+  Args args(argv, {"tokenizer"}, {"add-special-tokens", "decode", "skip-special-tokens"},
+            "tokenize");
+  const Tokenizer tok = Tokenizer::load(args.required("tokenizer"));
+  const bool add_special = args.flag("add-special-tokens");
+  const bool decode = args.flag("decode");
+  const bool skip_special = args.flag("skip-special-tokens");
+
+  std::ios::sync_with_stdio(false);
+  std::vector<std::string> lines, texts, errors;
+  std::string line, out;
+  size_t line_no = 0;
+  bool eof = false;
+  while (!eof) {
+    lines.clear();
+    size_t bytes = 0;
+    while (lines.size() < kBatchLines && bytes < kBatchBytes) {
+      if (!std::getline(std::cin, line)) {
+        eof = true;
+        break;
+      }
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      bytes += line.size();
+      lines.push_back(std::move(line));
+    }
+    if (lines.empty()) break;
+    texts.assign(lines.size(), std::string());
+    errors.assign(lines.size(), std::string());
+    parallel_for(int64_t(lines.size()), 64, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        errors[size_t(i)] = parse_line(lines[size_t(i)], line_no + size_t(i) + 1, texts[size_t(i)]);
+    });
+    size_t good = 0;
+    while (good < lines.size() && errors[good].empty()) ++good;
+    texts.resize(good);
+    auto ids = tok.encode_batch(texts, add_special);
+    out.clear();
+    for (size_t i = 0; i < good; ++i) {
+      append_ids(out, ids[i]);
+      if (decode) {
+        out += ",\"decoded\":";
+        out += nlohmann::json(tok.decode(ids[i], skip_special))
+                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      }
+      out += "}\n";
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    if (good < lines.size()) {
+      std::fflush(stdout);
+      SF_FAIL(errors[good]);
+    }
+    line_no += lines.size();
+  }
+  std::fflush(stdout);
+  return 0;
 }
 
 }  // namespace sf

@@ -21,8 +21,8 @@ int cmd_train(const std::vector<std::string>& argv) {
   Args a(argv,
          {"model", "data", "output", "steps", "batch-size", "cutoff-len", "lr", "beta1", "beta2",
           "eps", "weight-decay", "max-grad-norm", "schedule", "warmup-steps", "seed", "window",
-          "save-dtype"},
-         {"shuffle"}, "train");
+          "save-dtype", "tokenizer", "dataset-format", "columns", "chat-template", "loss-mask"},
+         {"shuffle", "packing", "skip-malformed", "no-cache"}, "train");
   TrainConfig c;
   c.model_dir = a.required("model");
   c.data = a.required("data");
@@ -42,6 +42,18 @@ int cmd_train(const std::vector<std::string>& argv) {
   c.seed = uint64_t(a.integer("seed", int64_t(c.seed)));
   c.window = int(a.integer("window", c.window));
   c.save_dtype = a.str("save-dtype", c.save_dtype);
+  c.tokenizer_dir = a.str("tokenizer", "");
+  c.dataset_format = a.str("dataset-format", c.dataset_format);
+  for (std::string cols = a.str("columns", ""); !cols.empty();) {
+    auto comma = cols.find(',');
+    c.columns.push_back(cols.substr(0, comma));
+    cols = comma == std::string::npos ? "" : cols.substr(comma + 1);
+  }
+  c.chat_template = a.str("chat-template", "");
+  c.loss_mask = a.str("loss-mask", c.loss_mask);
+  c.packing = a.flag("packing");
+  c.skip_malformed = a.flag("skip-malformed");
+  c.cache = !a.flag("no-cache");
   run_training(c, std::cout);
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "backend/cpu/cpu_backend.h"
@@ -11,6 +12,9 @@
 #include "model/spec.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "data/chat_template.h"
+#include "data/pipeline.h"
+#include "data/tokenizer.h"
 
 namespace sf {
 namespace {
@@ -21,9 +25,61 @@ std::string read_file(const std::filesystem::path& p) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-bool is_jsonl(const std::filesystem::path& p) {
+bool is_dataset(const std::filesystem::path& p) {
   auto ext = p.extension().string();
   return ext == ".jsonl" || ext == ".json";
+}
+
+// The tokenizer: --tokenizer, else the model directory's tokenizer.json, else none (byte-level
+// stand-in for plain text; datasets of tokens need none).
+std::optional<Tokenizer> find_tokenizer(const TrainConfig& c) {
+  if (!c.tokenizer_dir.empty()) return Tokenizer::load(c.tokenizer_dir);
+  if (std::filesystem::exists(c.model_dir / "tokenizer.json")) return Tokenizer::load(c.model_dir);
+  return std::nullopt;
+}
+
+std::optional<ChatTemplate> find_template(const TrainConfig& c, const std::filesystem::path& dir) {
+  const std::string& t = c.chat_template;
+  if (t == "llama3" || t == "llama2" || t == "chatml") return ChatTemplate::builtin(t);
+  if (!t.empty()) return ChatTemplate::from_file(t);
+  if (dir.empty()) return std::nullopt;
+  try {
+    return ChatTemplate::from_tokenizer_dir(dir);
+  } catch (const Error&) {
+    return std::nullopt;  // only an error when a conversation needs it (encode_record says so)
+  }
+}
+
+std::vector<Sample> load_training_samples(const TrainConfig& c, const ModelSpec& spec,
+                                          std::ostream& log) {
+  std::optional<Tokenizer> tok = find_tokenizer(c);
+  if (!is_dataset(c.data)) {
+    if (!tok) log << "note: no tokenizer.json: using the byte-level stand-in tokenizer\n";
+    return load_text_samples(c.data, c.cutoff_len, spec.vocab, tok ? &*tok : nullptr);
+  }
+  const std::filesystem::path tok_dir =
+      !c.tokenizer_dir.empty() ? c.tokenizer_dir : (tok ? c.model_dir : std::filesystem::path());
+  std::optional<ChatTemplate> chat = find_template(c, tok_dir);
+  DataConfig d;
+  d.file = c.data;
+  d.tokenizer_dir = tok_dir;
+  d.vocab = spec.vocab;
+  d.read.format = parse_dataset_format(c.dataset_format);
+  for (const std::string& col : c.columns) d.read.columns.set(col);
+  d.read.skip_malformed = c.skip_malformed;
+  d.encode.mask = parse_loss_mask(c.loss_mask);
+  d.encode.cutoff_len = c.cutoff_len;
+  if (c.cache && !c.output_dir.empty()) d.cache_dir = c.output_dir / "tokenized-cache";
+  DataStats st;
+  std::vector<Sample> s = prepare_samples(d, tok ? &*tok : nullptr, chat ? &*chat : nullptr, &st);
+  log << "data " << c.data.string() << ": " << s.size() << " samples, " << st.tokens
+      << " tokens" << (st.from_cache ? " (from the tokenised cache " + st.cache_file.string() + ")"
+                                     : "");
+  if (st.truncated) log << ", " << st.truncated << " truncated to " << c.cutoff_len;
+  if (st.skipped_malformed) log << ", " << st.skipped_malformed << " malformed skipped";
+  if (st.no_loss) log << ", " << st.no_loss << " without labels dropped";
+  log << "\n";
+  return s;
 }
 
 }  // namespace
@@ -37,19 +93,16 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log) {
   const ModelSpec spec = load_model_spec(c.model_dir);
   const std::string config_text = read_file(c.model_dir / "config.json");
 
-  int64_t truncated = 0;
-  std::vector<Sample> samples =
-      is_jsonl(c.data) ? load_jsonl_samples(c.data, c.cutoff_len, spec.vocab, &truncated)
-                       : load_text_samples(c.data, c.cutoff_len, spec.vocab);
-  if (truncated) log << "note: " << truncated << " samples truncated to " << c.cutoff_len << " tokens\n";
+  std::vector<Sample> samples = load_training_samples(c, spec, log);
   const int64_t n_samples = int64_t(samples.size());
-  Batcher batcher(std::move(samples), c.batch_size, c.shuffle, c.seed);
+  Batcher batcher(std::move(samples), c.batch_size, c.shuffle, c.seed,
+                  c.packing ? c.batch_size * c.cutoff_len : 0);
 
   auto backend = make_cpu_backend();
   EngineOptions opt;
   opt.window = c.window;
   opt.max_tokens = batcher.max_tokens();
-  opt.max_sequences = c.batch_size;
+  opt.max_sequences = batcher.max_sequences();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
   Engine engine(*backend, spec, opt);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "optim/schedule.h"
 
@@ -13,7 +14,15 @@ namespace sf {
 
 struct TrainConfig {
   std::filesystem::path model_dir;
-  std::filesystem::path data;      // .txt (byte-level stand-in tokenizer) or .jsonl (input_ids)
+  std::filesystem::path data;      // .txt (a text to continue) or .jsonl/.json (a dataset)
+  std::filesystem::path tokenizer_dir;  // empty: the model directory when it has tokenizer.json
+  std::string dataset_format = "auto";
+  std::vector<std::string> columns;     // "key=name" remappings
+  std::string chat_template;            // empty: the tokenizer's; or llama3|llama2|chatml|FILE
+  std::string loss_mask = "assistant";  // assistant | all | last
+  bool packing = false;
+  bool skip_malformed = false;
+  bool cache = true;                    // the tokenised cache next to the output
   std::filesystem::path output_dir;  // empty: do not save
   int64_t steps = 10;
   int64_t batch_size = 4;  // samples per step

@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "train/checkpoint.h"
+#include "data/pipeline.h"
 #include "train/data.h"
 #include "train/trainer.h"
 
@@ -88,10 +89,14 @@ TEST(Train, JsonlIsUsedInFileOrderWithLabels) {
              "\n"
              "{\"input_ids\": [4, 5, 6, 7, 8]}\n"
              "{\"input_ids\": [9, 10]}\n");
-  int64_t truncated = 0;
-  auto samples = load_jsonl_samples(d / "a.jsonl", 4, 100, &truncated);
+  DataConfig cfg;
+  cfg.file = d / "a.jsonl";
+  cfg.vocab = 100;
+  cfg.encode.cutoff_len = 4;
+  DataStats st;
+  auto samples = prepare_samples(cfg, nullptr, nullptr, &st);
   ASSERT_EQ(samples.size(), 3u);
-  EXPECT_EQ(truncated, 1);
+  EXPECT_EQ(st.truncated, 1);
   Batcher b(samples, 2, /*shuffle=*/false, 0);
   Batch first = b.next();
   EXPECT_EQ(first.ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}));
@@ -125,23 +130,30 @@ TEST(Train, BadDataGivesClearErrors) {
   EXPECT_NE(error_of([&] { load_text_samples(d / "empty.txt", 16, 256); }).find("empty"),
             std::string::npos);
   write_text(d / "one.txt", "x");
-  EXPECT_NE(error_of([&] { load_text_samples(d / "one.txt", 16, 256); }).find("single byte"),
+  EXPECT_NE(error_of([&] { load_text_samples(d / "one.txt", 16, 256); }).find("too short"),
             std::string::npos);
   EXPECT_NE(error_of([&] { load_text_samples(d / "missing.txt", 16, 256); }).find("missing.txt"),
             std::string::npos);
   EXPECT_NE(error_of([&] { load_text_samples(d / "one.txt", 16, 100); }).find("at least 256"),
             std::string::npos);
+  auto tokens = [&](const fs::path& file) {
+    DataConfig cfg;
+    cfg.file = file;
+    cfg.vocab = 100;
+    cfg.encode.cutoff_len = 16;
+    prepare_samples(cfg, nullptr, nullptr, nullptr);
+  };
   write_text(d / "bad.jsonl", "{\"input_ids\": [1, 2]}\n{\"input_ids\": [1, 2\n");
-  std::string e = error_of([&] { load_jsonl_samples(d / "bad.jsonl", 16, 100); });
+  std::string e = error_of([&] { tokens(d / "bad.jsonl"); });
   EXPECT_NE(e.find("bad.jsonl:2"), std::string::npos) << e;
   write_text(d / "len.jsonl", "{\"input_ids\": [1, 2], \"labels\": [1]}\n");
-  e = error_of([&] { load_jsonl_samples(d / "len.jsonl", 16, 100); });
+  e = error_of([&] { tokens(d / "len.jsonl"); });
   EXPECT_NE(e.find("len.jsonl:1"), std::string::npos) << e;
   write_text(d / "vocab.jsonl", "{\"input_ids\": [1, 200]}\n");
-  e = error_of([&] { load_jsonl_samples(d / "vocab.jsonl", 16, 100); });
+  e = error_of([&] { tokens(d / "vocab.jsonl"); });
   EXPECT_NE(e.find("outside the model's vocabulary"), std::string::npos) << e;
   write_text(d / "type.jsonl", "{\"input_ids\": [1, \"a\"]}\n");
-  e = error_of([&] { load_jsonl_samples(d / "type.jsonl", 16, 100); });
+  e = error_of([&] { tokens(d / "type.jsonl"); });
   EXPECT_NE(e.find("non-integer"), std::string::npos) << e;
 }
 

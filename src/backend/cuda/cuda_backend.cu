@@ -1,0 +1,388 @@
+// defines: sf::make_cuda_backend, sf::cuda_device_count, sf::cuda_stream_handle — the CUDA
+// implementation of sf::Backend (compute dtype BF16).
+//
+// Memory: alloc() is cudaMalloc / cudaHostAlloc; the backend's own scratch (cuBLASLt workspace,
+// one chunk of F32 logits for the fused head, the RMSNorm dw partials, the attention Δ) is
+// allocated once here from CudaBackendOptions — nothing is allocated inside a step. That scratch
+// is shared by the ops: issue compute ops on one stream at a time (the engine uses one compute
+// stream). Streams are cudaStreamNonBlocking, events cudaEventDisableTiming.
+//
+// Determinism: every op gives bitwise-repeatable results except embedding_backward, which adds
+// rows with fp32 atomicAdd (ids repeat; the order of additions into a row varies, ~1e-7 relative).
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+
+namespace sf {
+namespace {
+
+using cuda::Mat;
+
+class CudaStream final : public Stream {
+ public:
+  cudaStream_t s = nullptr;
+  ~CudaStream() override {
+    if (s) cudaStreamDestroy(s);
+  }
+};
+
+class CudaEvent final : public Event {
+ public:
+  cudaEvent_t e = nullptr;
+  ~CudaEvent() override {
+    if (e) cudaEventDestroy(e);
+  }
+};
+
+cudaStream_t raw(Stream& s) { return static_cast<CudaStream&>(s).s; }
+
+struct CallbackFailure {
+  std::mutex mu;
+  std::exception_ptr first;
+  std::atomic<bool> failed{false};
+};
+
+struct HostCall {
+  std::function<void()> fn;
+  CallbackFailure* failure;
+};
+
+void CUDART_CB run_host_call(void* p) {
+  HostCall* c = static_cast<HostCall*>(p);
+  try {
+    c->fn();
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(c->failure->mu);
+    if (!c->failure->first) c->failure->first = std::current_exception();
+    c->failure->failed = true;
+  }
+  delete c;
+}
+
+Mat mat(const Tensor& t) { return Mat{t.data, t.dtype, t.rows(), t.cols(), t.cols()}; }
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& o) : opt_(o) {
+    const int n = cuda_device_count();
+    SF_CHECK(n > 0, "make_cuda_backend: no CUDA device is visible (driver missing or no GPU)");
+    SF_CHECK(o.device >= 0 && o.device < n, "make_cuda_backend: device ", o.device,
+             " does not exist (", n, " visible)");
+    SF_CHECK(o.max_tokens > 0 && o.hidden > 0 && o.vocab > 0,
+             "make_cuda_backend: CudaBackendOptions needs max_tokens, hidden and vocab > 0 (got ",
+             o.max_tokens, ", ", o.hidden, ", ", o.vocab, ")");
+    dev_ = o.device;
+    SF_CUDA_CHECK(cudaSetDevice(dev_), "make_cuda_backend device ", dev_);
+    cudaDeviceProp prop{};
+    SF_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev_), "make_cuda_backend");
+    name_ = str_cat("cuda:", dev_, " (", prop.name, ")");
+
+    const int64_t heads = o.max_heads > 0 ? o.max_heads : o.hidden;
+    ce_chunk_ = std::max<int64_t>(16, int64_t(o.ce_chunk_bytes / (4 * size_t(o.vocab))));
+    ce_chunk_ = std::min(ce_chunk_, o.max_tokens);
+    delta_cap_ = o.max_tokens * heads;
+    partial_cap_ = cuda::rmsnorm_partial_rows() * o.hidden;
+    lt_ws_ = device_scratch(o.cublaslt_workspace_bytes, "cuBLASLt workspace");
+    logits_ = device_scratch(size_t(ce_chunk_) * size_t(o.vocab) * 4, "cross-entropy logits chunk");
+    loss_rows_ = device_scratch(size_t(ce_chunk_) * 4, "cross-entropy row losses");
+    delta_ = device_scratch(size_t(delta_cap_) * 4, "attention backward Δ");
+    partial_ = device_scratch(size_t(partial_cap_) * 4, "RMSNorm dw partials");
+    gemm_ = std::make_unique<cuda::Gemm>(lt_ws_.data(), lt_ws_.size());
+  }
+
+  std::string name() const override { return name_; }
+  DType compute_dtype() const override { return DType::kBF16; }
+
+  // ---- memory, streams, events, copies ----
+  Buffer alloc(MemoryKind kind, size_t bytes, const char* what) override {
+    set_device();
+    if (bytes == 0) return Buffer();
+    void* p = nullptr;
+    if (kind == MemoryKind::kDevice) {
+      SF_CUDA_CHECK(cudaMalloc(&p, bytes), "alloc: ", bytes, " device bytes for ", what,
+                    " (lower the window, tokens per step or GPU memory cap)");
+      return Buffer(p, bytes, [](void* q) { cudaFree(q); });
+    }
+    SF_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "alloc: ", bytes,
+                  " pinned host bytes for ", what);
+    return Buffer(p, bytes, [](void* q) { cudaFreeHost(q); });
+  }
+  std::unique_ptr<Stream> create_stream(const char* name) override {
+    set_device();
+    auto s = std::make_unique<CudaStream>();
+    SF_CUDA_CHECK(cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking), "create_stream ", name);
+    return s;
+  }
+  std::unique_ptr<Event> create_event() override {
+    set_device();
+    auto e = std::make_unique<CudaEvent>();
+    SF_CUDA_CHECK(cudaEventCreateWithFlags(&e->e, cudaEventDisableTiming), "create_event");
+    return e;
+  }
+  void record(Event& e, Stream& s) override {
+    SF_CUDA_CHECK(cudaEventRecord(static_cast<CudaEvent&>(e).e, raw(s)), "record");
+  }
+  void wait(Stream& s, Event& e) override {
+    SF_CUDA_CHECK(cudaStreamWaitEvent(raw(s), static_cast<CudaEvent&>(e).e, 0), "wait");
+  }
+  void synchronize(Event& e) override {
+    SF_CUDA_CHECK(cudaEventSynchronize(static_cast<CudaEvent&>(e).e), "synchronize(event)");
+    rethrow_callback_failure();
+  }
+  void synchronize(Stream& s) override {
+    SF_CUDA_CHECK(cudaStreamSynchronize(raw(s)), "synchronize(stream)");
+    rethrow_callback_failure();
+  }
+  void copy(void* dst, const void* src, size_t bytes, Stream& s) override {
+    if (bytes == 0) return;
+    SF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, raw(s)), "copy of ", bytes,
+                  " bytes");
+  }
+  void host_callback(Stream& s, std::function<void()> fn) override {
+    auto* c = new HostCall{std::move(fn), &failure_};
+    cudaError_t err = cudaLaunchHostFunc(raw(s), run_host_call, c);
+    if (err != cudaSuccess) {
+      delete c;
+      SF_FAIL("host_callback: cudaLaunchHostFunc failed: ", cudaGetErrorString(err));
+    }
+  }
+
+  // ---- elementwise and conversion ----
+  void fill_zero(Tensor x, Stream& s) override {
+    if (x.numel() == 0) return;
+    SF_CUDA_CHECK(cudaMemsetAsync(x.data, 0, x.bytes(), raw(s)), "fill_zero ", x.shape_str());
+  }
+  void convert(Tensor dst, Tensor src, Stream& s) override {
+    set_device();
+    cuda::convert(dst, src, raw(s));
+  }
+  void add(Tensor out, Tensor a, Tensor b, Stream& s) override {
+    set_device();
+    cuda::add(out, a, b, raw(s));
+  }
+
+  // ---- linear layers ----
+  void linear_forward(Tensor y, Tensor x, Tensor w, Tensor bias, Stream& s) override {
+    const char* op = "linear_forward";
+    set_device();
+    for (auto [n, t] : {std::pair{"y", &y}, {"x", &x}, {"w", &w}})
+      cuda::check_dtype(op, n, *t, DType::kBF16);
+    const int64_t N = w.dim(0), K = x.cols();
+    SF_CHECK(w.ndim == 2 && w.dim(1) == K && y.rows() == x.rows() && y.cols() == N, op,
+             ": shapes do not match y[M,N] = x[M,K]·w[N,K]^T: y ", y.shape_str(), ", x ",
+             x.shape_str(), ", w ", w.shape_str());
+    if (!bias.empty()) {
+      cuda::check_dtype(op, "bias", bias, DType::kBF16);
+      SF_CHECK(bias.numel() == N, op, ": bias ", bias.shape_str(), " must have N=", N, " elements");
+    }
+    gemm_->run(op, mat(y), mat(x), false, mat(w), true, 1.0f, 0.0f,
+               bias.empty() ? nullptr : bias.data, raw(s));
+  }
+  void linear_backward_input(Tensor dx, Tensor dy, Tensor w, bool accumulate, Stream& s) override {
+    const char* op = "linear_backward_input";
+    set_device();
+    for (auto [n, t] : {std::pair{"dx", &dx}, {"dy", &dy}, {"w", &w}})
+      cuda::check_dtype(op, n, *t, DType::kBF16);
+    SF_CHECK(w.ndim == 2 && w.dim(0) == dy.cols() && dx.rows() == dy.rows() &&
+                 dx.cols() == w.dim(1),
+             op, ": shapes do not match dx[M,K] = dy[M,N]·w[N,K]: dx ", dx.shape_str(), ", dy ",
+             dy.shape_str(), ", w ", w.shape_str());
+    gemm_->run(op, mat(dx), mat(dy), false, mat(w), false, 1.0f, accumulate ? 1.0f : 0.0f,
+               nullptr, raw(s));
+  }
+  void linear_backward_weight(Tensor dw, Tensor dbias, Tensor dy, Tensor x, Stream& s) override {
+    const char* op = "linear_backward_weight";
+    set_device();
+    cuda::check_dtype(op, "dw", dw, DType::kF32);
+    cuda::check_dtype(op, "dy", dy, DType::kBF16);
+    cuda::check_dtype(op, "x", x, DType::kBF16);
+    SF_CHECK(x.rows() == dy.rows() && dw.ndim == 2 && dw.dim(0) == dy.cols() &&
+                 dw.dim(1) == x.cols(),
+             op, ": shapes do not match dw[N,K] += dy[M,N]^T·x[M,K]: dw ", dw.shape_str(),
+             ", dy ", dy.shape_str(), ", x ", x.shape_str());
+    if (dy.rows() > 0) gemm_->run(op, mat(dw), mat(dy), true, mat(x), false, 1.0f, 1.0f, nullptr, raw(s));
+    if (!dbias.empty()) cuda::bias_grad(dbias, dy, raw(s));
+  }
+
+  // ---- embedding ----
+  void embedding_forward(Tensor out, Tensor ids, Tensor table, Stream& s) override {
+    set_device();
+    cuda::embedding_forward(out, ids, table, raw(s));
+  }
+  void embedding_backward(Tensor dtable, Tensor ids, Tensor dout, Stream& s) override {
+    set_device();
+    cuda::embedding_backward(dtable, ids, dout, raw(s));
+  }
+
+  // ---- RMSNorm ----
+  void rmsnorm_forward(Tensor out, Tensor rstd, Tensor x, Tensor w, float eps, Stream& s) override {
+    set_device();
+    cuda::rmsnorm_forward(Tensor(), out, rstd, x, Tensor(), w, eps, raw(s));
+  }
+  void add_rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, Tensor a, Tensor b, Tensor w,
+                           float eps, Stream& s) override {
+    set_device();
+    SF_CHECK(!sum.empty() && !b.empty(), "add_rmsnorm_forward: sum and b must be given");
+    cuda::rmsnorm_forward(sum, out, rstd, a, b, w, eps, raw(s));
+  }
+  void rmsnorm_backward(Tensor dx, Tensor dw, Tensor dout, Tensor x, Tensor w, Tensor rstd,
+                        bool accumulate_dx, Stream& s) override {
+    set_device();
+    const int64_t C = std::max<int64_t>(1, x.cols());
+    SF_CHECK(C <= opt_.hidden, "rmsnorm_backward: rows of ", C,
+             " are wider than CudaBackendOptions::hidden = ", opt_.hidden);
+    cuda::rmsnorm_backward(dx, dw, dout, x, w, rstd, accumulate_dx, partial_.as<float>(),
+                           partial_cap_ / C, raw(s));
+  }
+
+  // ---- rotary embedding ----
+  void rope_forward(Tensor x, Tensor positions, Tensor inv_freq, Stream& s) override {
+    set_device();
+    cuda::rope("rope_forward", x, positions, inv_freq, 1.0f, raw(s));
+  }
+  void rope_backward(Tensor dx, Tensor positions, Tensor inv_freq, Stream& s) override {
+    set_device();
+    cuda::rope("rope_backward", dx, positions, inv_freq, -1.0f, raw(s));
+  }
+
+  // ---- attention ----
+  void attention_forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens,
+                         float scale, Stream& s) override {
+    set_device();
+    cuda::attention_forward(out, lse, q, k, v, cu_seqlens, scale, raw(s));
+  }
+  void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k,
+                          Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale,
+                          Stream& s) override {
+    set_device();
+    cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, scale,
+                             delta_.as<float>(), delta_cap_, raw(s));
+  }
+
+  // ---- SwiGLU ----
+  void swiglu_forward(Tensor out, Tensor gate, Tensor up, Stream& s) override {
+    set_device();
+    cuda::swiglu_forward(out, gate, up, raw(s));
+  }
+  void swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up,
+                       Stream& s) override {
+    set_device();
+    cuda::swiglu_backward(dgate, dup, dout, gate, up, raw(s));
+  }
+
+  // ---- the head ----
+  // Per chunk of ce_chunk_ tokens: logits (F32) = x·wᵀ into the preallocated chunk; the softmax
+  // kernel turns each row into bf16 dlogits in place (leading dimension 2V); dx = dlogits·w;
+  // dw += dlogitsᵀ·x. T×V is never held.
+  void linear_cross_entropy(Tensor loss_sum, Tensor dx, Tensor dw, Tensor x, Tensor w,
+                            Tensor targets, float grad_scale, Stream& s) override {
+    const char* op = "linear_cross_entropy";
+    set_device();
+    cuda::check_dtype(op, "loss_sum", loss_sum, DType::kF32);
+    cuda::check_dtype(op, "dx", dx, DType::kBF16);
+    cuda::check_dtype(op, "dw", dw, DType::kF32);
+    cuda::check_dtype(op, "x", x, DType::kBF16);
+    cuda::check_dtype(op, "w", w, DType::kBF16);
+    cuda::check_dtype(op, "targets", targets, DType::kI32);
+    const int64_t T = x.rows(), C = x.cols(), V = w.dim(0);
+    SF_CHECK(w.ndim == 2 && w.dim(1) == C && dx.rows() == T && dx.cols() == C &&
+                 dw.numel() == w.numel() && targets.numel() == T && loss_sum.numel() == 1,
+             op, ": shapes do not match x[T,C], w[V,C], dx[T,C], dw[V,C], targets[T], loss_sum[1]:",
+             " x ", x.shape_str(), ", w ", w.shape_str(), ", dx ", dx.shape_str(), ", dw ",
+             dw.shape_str(), ", targets ", targets.shape_str());
+    SF_CHECK(V <= opt_.vocab, op, ": vocab ", V, " exceeds CudaBackendOptions::vocab = ",
+             opt_.vocab, " (the logits chunk is sized from it)");
+    const int64_t chunk = ce_chunk_;  // rows of loss_rows_ and of the logits chunk (V <= vocab)
+    const cudaStream_t st = raw(s);
+    auto* xb = static_cast<const bf16_t*>(x.data);
+    auto* dxb = static_cast<bf16_t*>(dx.data);
+    const Mat wm{w.data, DType::kBF16, V, C, C};
+    const Mat dwm{dw.data, DType::kF32, V, C, C};
+    for (int64_t c0 = 0; c0 < T; c0 += chunk) {
+      const int64_t rows = std::min(chunk, T - c0);
+      const Mat xm{xb + c0 * C, DType::kBF16, rows, C, C};
+      const Mat logits{logits_.data(), DType::kF32, rows, V, V};
+      const Mat dl{logits_.data(), DType::kBF16, rows, V, 2 * V};
+      gemm_->run("linear_cross_entropy (logits)", logits, xm, false, wm, true, 1.0f, 0.0f,
+                 nullptr, st);
+      cuda::ce_rows(logits_.as<float>(), rows, V, targets.i32() + c0, grad_scale,
+                    loss_rows_.as<float>(), st);
+      cuda::ce_accumulate(loss_sum.f32(), loss_rows_.as<float>(), rows, st);
+      gemm_->run("linear_cross_entropy (dx)", Mat{dxb + c0 * C, DType::kBF16, rows, C, C}, dl,
+                 false, wm, false, 1.0f, 0.0f, nullptr, st);
+      gemm_->run("linear_cross_entropy (dw)", dwm, dl, true, xm, false, 1.0f, 1.0f, nullptr, st);
+    }
+  }
+
+ private:
+  using bf16_t = uint16_t;
+  struct Scratch {
+    void* p = nullptr;
+    size_t n = 0;
+    ~Scratch() {
+      if (p) cudaFree(p);
+    }
+    Scratch() = default;
+    Scratch(Scratch&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
+    Scratch& operator=(Scratch&& o) noexcept {
+      std::swap(p, o.p);
+      std::swap(n, o.n);
+      return *this;
+    }
+    void* data() const { return p; }
+    size_t size() const { return n; }
+    template <typename T>
+    T* as() const {
+      return static_cast<T*>(p);
+    }
+  };
+  Scratch device_scratch(size_t bytes, const char* what) {
+    Scratch s;
+    s.n = bytes;
+    if (bytes) SF_CUDA_CHECK(cudaMalloc(&s.p, bytes), "make_cuda_backend: ", bytes, " bytes for ", what);
+    return s;
+  }
+  void set_device() { SF_CUDA_CHECK(cudaSetDevice(dev_), "cudaSetDevice ", dev_); }
+  void rethrow_callback_failure() {
+    if (!failure_.failed) return;
+    std::lock_guard<std::mutex> lk(failure_.mu);
+    std::rethrow_exception(failure_.first);
+  }
+
+  CudaBackendOptions opt_;
+  int dev_ = 0;
+  std::string name_;
+  int64_t ce_chunk_ = 0, delta_cap_ = 0, partial_cap_ = 0;
+  Scratch lt_ws_, logits_, loss_rows_, delta_, partial_;
+  std::unique_ptr<cuda::Gemm> gemm_;
+  CallbackFailure failure_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver / no device" state
+    return 0;
+  }
+  return n;
+}
+
+void* cuda_stream_handle(Stream& s) {
+  auto* cs = dynamic_cast<CudaStream*>(&s);
+  SF_CHECK(cs != nullptr, "cuda_stream_handle: the stream was not made by a CUDA backend");
+  return cs->s;
+}
+
+}  // namespace sf

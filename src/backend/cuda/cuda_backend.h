@@ -1,0 +1,41 @@
+// defines: sf::CudaBackendOptions, sf::make_cuda_backend, sf::cuda_device_count,
+// sf::cuda_stream_handle — the CUDA implementation of sf::Backend (compute dtype BF16).
+//
+// This header compiles and its functions link in every build: without CUDA (SF_HAVE_CUDA unset)
+// make_cuda_backend throws sf::Error "built without CUDA" and cuda_device_count() returns 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace sf {
+
+// Every workspace the backend needs is sized from these and allocated once, in the constructor:
+// no cudaMalloc happens inside a step.
+struct CudaBackendOptions {
+  int device = 0;
+  int64_t max_tokens = 0;  // T of the largest step (attention and CE workspaces)
+  int64_t hidden = 0;      // C: the widest row an RMSNorm or the head sees
+  int64_t vocab = 0;       // V of the head (cross-entropy logits chunk)
+  // Query heads of the model (attention backward keeps Δ[T, heads] in F32); 0 = hidden (safe,
+  // heads <= hidden always, at hidden/head_dim times the memory).
+  int64_t max_heads = 0;
+  // Device bytes for one chunk of F32 logits [chunk, V] in linear_cross_entropy; the chunk is
+  // max(16, bytes / (4·V)) tokens, capped at max_tokens.
+  size_t ce_chunk_bytes = size_t(512) << 20;
+  size_t cublaslt_workspace_bytes = size_t(64) << 20;
+};
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
+
+// Number of usable CUDA devices: 0 when built without CUDA, with no driver or no GPU; never throws.
+int cuda_device_count();
+
+// The cudaStream_t behind a Stream made by a CUDA backend, as void* (benchmarks record their own
+// timing events on it). Throws sf::Error without CUDA.
+void* cuda_stream_handle(Stream& s);
+
+}  // namespace sf

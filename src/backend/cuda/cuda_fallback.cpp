@@ -1,0 +1,22 @@
+// defines: the no-CUDA definitions of cuda_backend.h (make_cuda_backend throws, no devices).
+// CMake adds this file only to builds without nvcc; the guard keeps it empty otherwise.
+#ifndef SF_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+
+#include "core/error.h"
+
+namespace sf {
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions&) {
+  SF_FAIL("make_cuda_backend: SlideFormer was built without CUDA (nvcc was not found at "
+          "configure time); rebuild with the CUDA toolkit on PATH, or use the CPU backend");
+}
+
+int cuda_device_count() { return 0; }
+
+void* cuda_stream_handle(Stream&) {
+  SF_FAIL("cuda_stream_handle: SlideFormer was built without CUDA");
+}
+
+}  // namespace sf
+#endif  // SF_HAVE_CUDA

@@ -1,0 +1,351 @@
+// defines: sf::cuda::convert, add, swiglu_forward/backward, rope, embedding_forward/backward,
+// bias_grad. Memory-bound kernels: 16-byte accesses (8 bf16) where the pointers and sizes allow,
+// a scalar path otherwise; fp32 math, one rounding to bf16 per stored value.
+#include <cstdint>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace sf::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kPack = 8;  // bf16 per 16-byte access
+
+bool aligned16(std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
+struct Pack8 {
+  float v[kPack];
+};
+
+__device__ __forceinline__ Pack8 load8(const bf16* p) {
+  uint4 u = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+  Pack8 r;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 f = __bfloat1622float2(h[i]);
+    r.v[2 * i] = f.x;
+    r.v[2 * i + 1] = f.y;
+  }
+  return r;
+}
+
+__device__ __forceinline__ void store8(bf16* p, const Pack8& r) {
+  uint4 u;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(r.v[2 * i], r.v[2 * i + 1]);
+  *reinterpret_cast<uint4*>(p) = u;
+}
+
+// ---- convert ----
+__global__ void f32_to_bf16_kernel(bf16* __restrict__ d, const float* __restrict__ s, int64_t n,
+                                   bool vec) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    for (; i < n / kPack; i += stride) {
+      const float4 a = reinterpret_cast<const float4*>(s)[2 * i];
+      const float4 b = reinterpret_cast<const float4*>(s)[2 * i + 1];
+      store8(d + i * kPack, Pack8{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}});
+    }
+  } else {
+    for (; i < n; i += stride) d[i] = __float2bfloat16(s[i]);
+  }
+}
+
+__global__ void bf16_to_f32_kernel(float* __restrict__ d, const bf16* __restrict__ s, int64_t n,
+                                   bool vec) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    for (; i < n / kPack; i += stride) {
+      Pack8 p = load8(s + i * kPack);
+      reinterpret_cast<float4*>(d)[2 * i] = make_float4(p.v[0], p.v[1], p.v[2], p.v[3]);
+      reinterpret_cast<float4*>(d)[2 * i + 1] = make_float4(p.v[4], p.v[5], p.v[6], p.v[7]);
+    }
+  } else {
+    for (; i < n; i += stride) d[i] = __bfloat162float(s[i]);
+  }
+}
+
+// ---- add ----
+__global__ void add_bf16_kernel(bf16* o, const bf16* a, const bf16* b, int64_t n, bool vec) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    for (; i < n / kPack; i += stride) {
+      Pack8 x = load8(a + i * kPack), y = load8(b + i * kPack);
+#pragma unroll
+      for (int j = 0; j < kPack; ++j) x.v[j] += y.v[j];
+      store8(o + i * kPack, x);
+    }
+  } else {
+    for (; i < n; i += stride) o[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+  }
+}
+
+__global__ void add_f32_kernel(float* o, const float* a, const float* b, int64_t n) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    o[i] = a[i] + b[i];
+}
+
+// ---- SwiGLU: as transformers in bf16, silu(gate) is rounded to bf16 before the product ----
+__device__ __forceinline__ float silu_bf16(float g) { return round_bf16(g / (1.0f + __expf(-g))); }
+
+__global__ void swiglu_fwd_kernel(bf16* o, const bf16* g, const bf16* u, int64_t n, bool vec) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    for (; i < n / kPack; i += stride) {
+      Pack8 x = load8(g + i * kPack), y = load8(u + i * kPack);
+#pragma unroll
+      for (int j = 0; j < kPack; ++j) x.v[j] = silu_bf16(x.v[j]) * y.v[j];
+      store8(o + i * kPack, x);
+    }
+  } else {
+    for (; i < n; i += stride)
+      o[i] = __float2bfloat16(silu_bf16(__bfloat162float(g[i])) * __bfloat162float(u[i]));
+  }
+}
+
+// d/dg [g·σ(g)] = σ(g)·(1 + g·(1 − σ(g)))
+__device__ __forceinline__ void swiglu_grad(float d, float g, float u, float& dg, float& du) {
+  const float sig = 1.0f / (1.0f + __expf(-g));
+  dg = d * u * sig * (1.0f + g * (1.0f - sig));
+  du = d * round_bf16(g * sig);
+}
+
+__global__ void swiglu_bwd_kernel(bf16* dg, bf16* du, const bf16* d, const bf16* g, const bf16* u,
+                                  int64_t n, bool vec) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (vec) {
+    for (; i < n / kPack; i += stride) {
+      Pack8 pd = load8(d + i * kPack), pg = load8(g + i * kPack), pu = load8(u + i * kPack);
+      Pack8 rg, ru;
+#pragma unroll
+      for (int j = 0; j < kPack; ++j) swiglu_grad(pd.v[j], pg.v[j], pu.v[j], rg.v[j], ru.v[j]);
+      store8(dg + i * kPack, rg);
+      store8(du + i * kPack, ru);
+    }
+  } else {
+    for (; i < n; i += stride) {
+      float a, b;
+      swiglu_grad(__bfloat162float(d[i]), __bfloat162float(g[i]), __bfloat162float(u[i]), a, b);
+      dg[i] = __float2bfloat16(a);
+      du[i] = __float2bfloat16(b);
+    }
+  }
+}
+
+// ---- RoPE: one block per token; cos/sin of the token's D/2 angles computed once in shared
+// memory (precise sincosf: angles reach ~1e5 rad), then applied to every head ----
+__global__ void rope_kernel(bf16* x, const int32_t* pos, const float* inv_freq, int H, int half,
+                            float sign) {
+  extern __shared__ float cs[];  // [half] cos, [half] sin
+  const int64_t t = blockIdx.x;
+  const float p = float(pos[t]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    float s, c;
+    sincosf(p * inv_freq[i], &s, &c);  // the product in fp32, as transformers forms it
+    cs[i] = c;
+    cs[half + i] = sign * s;
+  }
+  __syncthreads();
+  bf16* base = x + t * int64_t(H) * 2 * half;
+  for (int e = threadIdx.x; e < H * half; e += blockDim.x) {
+    const int h = e / half, i = e % half;
+    bf16* v = base + int64_t(h) * 2 * half;
+    const float x1 = __bfloat162float(v[i]), x2 = __bfloat162float(v[i + half]);
+    const float c = cs[i], s = cs[half + i];
+    v[i] = __float2bfloat16(x1 * c - x2 * s);
+    v[i + half] = __float2bfloat16(x2 * c + x1 * s);
+  }
+}
+
+// ---- embedding ----
+__global__ void embedding_fwd_kernel(bf16* out, const int32_t* ids, const bf16* table, int64_t C,
+                                     bool vec) {
+  const int64_t t = blockIdx.x;
+  const bf16* src = table + int64_t(ids[t]) * C;
+  bf16* dst = out + t * C;
+  if (vec) {
+    for (int64_t c = threadIdx.x; c < C / kPack; c += blockDim.x)
+      reinterpret_cast<uint4*>(dst)[c] = reinterpret_cast<const uint4*>(src)[c];
+  } else {
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dst[c] = src[c];
+  }
+}
+
+// fp32 atomicAdd: ids repeat, so the order of the additions into one row varies from run to run
+// (results equal up to fp32 rounding, ~1e-7 relative); see docs in cuda_backend.cu.
+__global__ void embedding_bwd_kernel(float* dtable, const int32_t* ids, const bf16* dout,
+                                     int64_t C) {
+  const int64_t t = blockIdx.x;
+  float* dst = dtable + int64_t(ids[t]) * C;
+  const bf16* src = dout + t * C;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) atomicAdd(dst + c, __bfloat162float(src[c]));
+}
+
+// ---- dbias: block of 32 columns × 8 row-lanes; each thread sums a fixed row subset in order,
+// then the 8 partials are added in a fixed order ----
+__global__ void bias_grad_kernel(float* dbias, const bf16* dy, int64_t M, int64_t N) {
+  __shared__ float part[8][33];
+  const int64_t n = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  float acc = 0.0f;
+  if (n < N)
+    for (int64_t m = threadIdx.y; m < M; m += 8) acc += __bfloat162float(dy[m * N + n]);
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && n < N) {
+    float s = 0.0f;
+    for (int j = 0; j < 8; ++j) s += part[j][threadIdx.x];
+    dbias[n] += s;
+  }
+}
+
+void check_same_bf16(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> ts) {
+  const Tensor& first = *ts.begin()->second;
+  for (auto [name, t] : ts) {
+    check_dtype(op, name, *t, DType::kBF16);
+    SF_CHECK(t->numel() == first.numel(), op, ": ", name, " ", t->shape_str(), " does not match ",
+             ts.begin()->first, " ", first.shape_str());
+  }
+}
+
+}  // namespace
+
+void convert(Tensor dst, Tensor src, cudaStream_t stream) {
+  SF_CHECK(dst.numel() == src.numel(), "convert: dst ", dst.shape_str(), " and src ",
+           src.shape_str(), " must have the same number of elements");
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  const auto what = [&] {
+    return str_cat("convert ", dtype_name(src.dtype), src.shape_str(), " -> ",
+                   dtype_name(dst.dtype), dst.shape_str());
+  };
+  if (dst.dtype == src.dtype) {
+    if (dst.data != src.data)
+      SF_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream),
+                    what());
+    return;
+  }
+  const bool vec = n % kPack == 0 && aligned16({dst.data, src.data});
+  const unsigned grid = grid_for(vec ? n / kPack : n, kThreads, 132 * 32);
+  if (dst.dtype == DType::kBF16 && src.dtype == DType::kF32) {
+    f32_to_bf16_kernel<<<grid, kThreads, 0, stream>>>(dst.as<bf16>(), src.as<float>(), n, vec);
+  } else if (dst.dtype == DType::kF32 && src.dtype == DType::kBF16) {
+    bf16_to_f32_kernel<<<grid, kThreads, 0, stream>>>(dst.as<float>(), src.as<bf16>(), n, vec);
+  } else {
+    SF_FAIL(what(), ": not supported on the CUDA backend (F32 <-> BF16 and same-dtype copies)");
+  }
+  SF_LAUNCH_CHECK(what());
+}
+
+void add(Tensor out, Tensor a, Tensor b, cudaStream_t stream) {
+  SF_CHECK(out.numel() == a.numel() && out.numel() == b.numel(), "add: shapes differ: out ",
+           out.shape_str(), ", a ", a.shape_str(), ", b ", b.shape_str());
+  SF_CHECK(out.dtype == a.dtype && out.dtype == b.dtype &&
+               (out.dtype == DType::kBF16 || out.dtype == DType::kF32),
+           "add: out, a, b must all be BF16 or all F32, got ", dtype_name(out.dtype), ", ",
+           dtype_name(a.dtype), ", ", dtype_name(b.dtype));
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  if (out.dtype == DType::kF32) {
+    add_f32_kernel<<<grid_for(n, kThreads, 132 * 32), kThreads, 0, stream>>>(
+        out.as<float>(), a.as<float>(), b.as<float>(), n);
+  } else {
+    const bool vec = n % kPack == 0 && aligned16({out.data, a.data, b.data});
+    add_bf16_kernel<<<grid_for(vec ? n / kPack : n, kThreads, 132 * 32), kThreads, 0, stream>>>(
+        out.as<bf16>(), a.as<bf16>(), b.as<bf16>(), n, vec);
+  }
+  SF_LAUNCH_CHECK("add ", out.shape_str());
+}
+
+void swiglu_forward(Tensor out, Tensor gate, Tensor up, cudaStream_t stream) {
+  check_same_bf16("swiglu_forward", {{"out", &out}, {"gate", &gate}, {"up", &up}});
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const bool vec = n % kPack == 0 && aligned16({out.data, gate.data, up.data});
+  swiglu_fwd_kernel<<<grid_for(vec ? n / kPack : n, kThreads, 132 * 32), kThreads, 0, stream>>>(
+      out.as<bf16>(), gate.as<bf16>(), up.as<bf16>(), n, vec);
+  SF_LAUNCH_CHECK("swiglu_forward ", out.shape_str());
+}
+
+void swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up,
+                     cudaStream_t stream) {
+  check_same_bf16("swiglu_backward", {{"dgate", &dgate}, {"dup", &dup}, {"dout", &dout},
+                                      {"gate", &gate}, {"up", &up}});
+  const int64_t n = dout.numel();
+  if (n == 0) return;
+  const bool vec = n % kPack == 0 && aligned16({dgate.data, dup.data, dout.data, gate.data, up.data});
+  swiglu_bwd_kernel<<<grid_for(vec ? n / kPack : n, kThreads, 132 * 32), kThreads, 0, stream>>>(
+      dgate.as<bf16>(), dup.as<bf16>(), dout.as<bf16>(), gate.as<bf16>(), up.as<bf16>(), n, vec);
+  SF_LAUNCH_CHECK("swiglu_backward ", dout.shape_str());
+}
+
+void rope(const char* op, Tensor x, Tensor positions, Tensor inv_freq, float sign,
+          cudaStream_t stream) {
+  check_dtype(op, "x", x, DType::kBF16);
+  check_dtype(op, "positions", positions, DType::kI32);
+  check_dtype(op, "inv_freq", inv_freq, DType::kF32);
+  SF_CHECK(x.ndim == 3 && x.dim(2) % 2 == 0 && positions.numel() == x.dim(0) &&
+               inv_freq.numel() == x.dim(2) / 2,
+           op, ": shapes do not match x[T,heads,D] (D even), positions[T], inv_freq[D/2]: x ",
+           x.shape_str(), ", positions ", positions.shape_str(), ", inv_freq ",
+           inv_freq.shape_str());
+  const int64_t T = x.dim(0);
+  const int H = int(x.dim(1)), half = int(x.dim(2) / 2);
+  if (T == 0) return;
+  rope_kernel<<<unsigned(T), kThreads, size_t(2 * half) * sizeof(float), stream>>>(
+      x.as<bf16>(), positions.i32(), inv_freq.f32(), H, half, sign);
+  SF_LAUNCH_CHECK(op, " x ", x.shape_str());
+}
+
+void embedding_forward(Tensor out, Tensor ids, Tensor table, cudaStream_t stream) {
+  check_dtype("embedding_forward", "out", out, DType::kBF16);
+  check_dtype("embedding_forward", "table", table, DType::kBF16);
+  check_dtype("embedding_forward", "ids", ids, DType::kI32);
+  const int64_t T = ids.numel(), C = table.cols();
+  SF_CHECK(table.ndim == 2 && out.rows() == T && out.cols() == C,
+           "embedding_forward: shapes do not match out[T,C] = table[V,C][ids[T]]: out ",
+           out.shape_str(), ", ids ", ids.shape_str(), ", table ", table.shape_str());
+  if (T == 0) return;
+  const bool vec = C % kPack == 0 && aligned16({out.data, table.data});
+  embedding_fwd_kernel<<<unsigned(T), 128, 0, stream>>>(out.as<bf16>(), ids.i32(),
+                                                         table.as<bf16>(), C, vec);
+  SF_LAUNCH_CHECK("embedding_forward out ", out.shape_str(), " table ", table.shape_str());
+}
+
+void embedding_backward(Tensor dtable, Tensor ids, Tensor dout, cudaStream_t stream) {
+  check_dtype("embedding_backward", "dtable", dtable, DType::kF32);
+  check_dtype("embedding_backward", "dout", dout, DType::kBF16);
+  check_dtype("embedding_backward", "ids", ids, DType::kI32);
+  const int64_t T = ids.numel(), C = dtable.cols();
+  SF_CHECK(dtable.ndim == 2 && dout.rows() == T && dout.cols() == C,
+           "embedding_backward: shapes do not match dtable[V,C] += scatter(dout[T,C], ids[T]): ",
+           "dtable ", dtable.shape_str(), ", ids ", ids.shape_str(), ", dout ", dout.shape_str());
+  if (T == 0) return;
+  embedding_bwd_kernel<<<unsigned(T), 256, 0, stream>>>(dtable.f32(), ids.i32(), dout.as<bf16>(), C);
+  SF_LAUNCH_CHECK("embedding_backward dtable ", dtable.shape_str(), " dout ", dout.shape_str());
+}
+
+void bias_grad(Tensor dbias, Tensor dy, cudaStream_t stream) {
+  check_dtype("linear_backward_weight", "dbias", dbias, DType::kF32);
+  const int64_t M = dy.rows(), N = dy.cols();
+  SF_CHECK(dbias.numel() == N, "linear_backward_weight: dbias ", dbias.shape_str(),
+           " must have N=", N, " elements (dy ", dy.shape_str(), ")");
+  if (N == 0) return;
+  bias_grad_kernel<<<unsigned((N + 31) / 32), dim3(32, 8), 0, stream>>>(dbias.f32(),
+                                                                         dy.as<bf16>(), M, N);
+  SF_LAUNCH_CHECK("linear_backward_weight dbias ", dbias.shape_str(), " dy ", dy.shape_str());
+}
+
+}  // namespace sf::cuda

@@ -1,0 +1,122 @@
+#include "data/encode.h"
+
+#include "core/error.h"
+
+namespace sf {
+
+using ojson = nlohmann::ordered_json;
+
+LossMask parse_loss_mask(const std::string& name) {
+  if (name == "assistant") return LossMask::kAssistant;
+  if (name == "all") return LossMask::kAll;
+  if (name == "last") return LossMask::kLastAssistant;
+  SF_FAIL("unknown loss mask '", name, "': use assistant, all or last");
+}
+
+namespace {
+
+ojson head(const ojson& messages, size_t n) {
+  ojson out = ojson::array();
+  for (size_t i = 0; i < n; ++i) out.push_back(messages[i]);
+  return out;
+}
+
+// Token count of text[0, chars), checked to be a prefix of the whole conversation's ids: BPE may
+// merge across a boundary, and then no token boundary exists where the turn starts or ends.
+int64_t prefix_tokens(const std::string& full, size_t chars, const std::vector<int32_t>& ids,
+                      const Tokenizer& tok, size_t turn) {
+  std::vector<int32_t> p = tok.encode(std::string_view(full).substr(0, chars), false);
+  SF_CHECK(p.size() <= ids.size() && std::equal(p.begin(), p.end(), ids.begin()),
+           "assistant turn ", turn, ": the text before or after it does not tokenise as a prefix ",
+           "of the conversation (a token spans the turn boundary), so its loss mask cannot be ",
+           "found; use --loss-mask all");
+  return int64_t(p.size());
+}
+
+}  // namespace
+
+std::vector<TokenSpan> assistant_spans(const ojson& messages, const std::vector<int32_t>& ids,
+                                       const Tokenizer& tok, const ChatTemplate& chat) {
+  const ojson none = ojson::object();
+  const std::string full = chat.render(messages, false, none);
+  std::vector<TokenSpan> spans;
+  for (size_t k = 0; k < messages.size(); ++k) {
+    if (messages[k].value("role", "") != "assistant") continue;
+    // The prompt up to the assistant's first token: the conversation so far plus the generation
+    // prompt. Templates that refuse an empty conversation start the first turn at 0.
+    std::string prompt;
+    if (k > 0) prompt = chat.render(head(messages, k), true, none);
+    SF_CHECK(full.compare(0, prompt.size(), prompt) == 0, "assistant turn ", k,
+             ": the template renders the conversation before this turn differently from the ",
+             "whole conversation, so the turn cannot be located; use --loss-mask all or last");
+    // This turn rendered on its own: content, then whatever closes the turn (e.g. <|im_end|>\n).
+    const std::string upto = chat.render(head(messages, k + 1), false, none);
+    const std::string content = messages[k].value("content", "");
+    const size_t c_upto = upto.find(content, prompt.size());
+    const size_t c_full = full.find(content, prompt.size());
+    SF_CHECK(c_upto != std::string::npos && c_full != std::string::npos, "assistant turn ", k,
+             ": its content does not appear in the rendered conversation");
+    const std::string suffix = upto.substr(c_upto + content.size());
+    // Templates may rewrite earlier turns (Qwen3 drops the reasoning of turns before the last
+    // user query): locate the content in the whole rendering and check its closing suffix.
+    const size_t end_char = c_full + content.size() + suffix.size();
+    SF_CHECK(full.compare(c_full + content.size(), suffix.size(), suffix) == 0,
+             "assistant turn ", k, ": the text that closes the turn differs between the ",
+             "conversation and its prefix; use --loss-mask all or last");
+    TokenSpan s;
+    s.begin = prefix_tokens(full, prompt.size(), ids, tok, k);
+    s.end = end_char >= full.size() ? int64_t(ids.size()) : prefix_tokens(full, end_char, ids, tok, k);
+    // The turn ends at its end-of-turn token: what follows it (a newline) is not trained on.
+    for (int64_t i = s.end - 1; i >= s.begin; --i)
+      if (tok.is_special(ids[size_t(i)])) {
+        s.end = i + 1;
+        break;
+      }
+    spans.push_back(s);
+  }
+  return spans;
+}
+
+Sample encode_record(const Record& r, const Tokenizer* tok, const ChatTemplate* chat,
+                     const EncodeOptions& opt, bool* truncated) {
+  Sample out;
+  switch (r.kind) {
+    case Record::Kind::kTokens:
+      out.ids = r.ids;
+      out.labels = r.labels.empty() ? r.ids : r.labels;
+      break;
+    case Record::Kind::kText:
+      SF_CHECK(tok, "text needs a tokenizer: give --tokenizer DIR (a folder with tokenizer.json)");
+      out.ids = tok->encode(r.text, opt.text_add_special_tokens);
+      if (opt.text_append_eos && tok->eos_id() >= 0 &&
+          (out.ids.empty() || out.ids.back() != tok->eos_id()))
+        out.ids.push_back(tok->eos_id());
+      out.labels = out.ids;
+      break;
+    case Record::Kind::kChat: {
+      SF_CHECK(tok, "a conversation needs a tokenizer: give --tokenizer DIR");
+      SF_CHECK(chat, "a conversation needs a chat template: the tokenizer folder has none; pass ",
+               "--chat-template llama3|llama2|chatml or a template file");
+      // As apply_chat_template(tokenize=True): the template writes BOS itself where it wants one.
+      out.ids = tok->encode(chat->render(r.messages, false, ojson::object()), false);
+      if (opt.mask == LossMask::kAll) {
+        out.labels = out.ids;
+        break;
+      }
+      out.labels.assign(out.ids.size(), -100);
+      std::vector<TokenSpan> spans = assistant_spans(r.messages, out.ids, *tok, *chat);
+      if (opt.mask == LossMask::kLastAssistant && !spans.empty()) spans = {spans.back()};
+      for (const TokenSpan& s : spans)
+        for (int64_t i = s.begin; i < s.end; ++i) out.labels[size_t(i)] = out.ids[size_t(i)];
+      break;
+    }
+  }
+  if (int64_t(out.ids.size()) > opt.cutoff_len) {
+    out.ids.resize(size_t(opt.cutoff_len));
+    out.labels.resize(size_t(opt.cutoff_len));
+    if (truncated) *truncated = true;
+  }
+  return out;
+}
+
+}  // namespace sf

@@ -1,0 +1,50 @@
+// defines: sf::LossMask, sf::EncodeOptions, encode_record — a dataset record to training tokens
+// and labels. Conversations go through the chat template as written, then the tokenizer as
+// transformers' apply_chat_template does (special tokens matched, no extra BOS); the loss mask
+// is found by rendering the conversation prefix by prefix.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/chat_template.h"
+#include "data/dataset.h"
+#include "data/sample.h"
+#include "data/tokenizer.h"
+
+namespace sf {
+
+enum class LossMask {
+  kAssistant,      // every assistant turn: its content and its end-of-turn token (default)
+  kAll,            // every token
+  kLastAssistant,  // the last assistant turn only
+};
+LossMask parse_loss_mask(const std::string& name);  // assistant | all | last
+
+struct EncodeOptions {
+  LossMask mask = LossMask::kAssistant;
+  int64_t cutoff_len = 2048;  // longer samples are truncated; the mask stays aligned
+  bool text_add_special_tokens = true;  // plain text: the post-processor's BOS/EOS
+  bool text_append_eos = true;          // plain text: end with EOS so the model learns to stop
+};
+
+
+// A Record into ids and labels. `tok` may be null for token records, `chat` when the record is
+// not a conversation.
+// Errors (a template that refuses the conversation, a prefix that does not tokenise as a prefix)
+// carry the reason; the caller adds file and line.
+// *truncated (optional) says whether cutoff_len cut it.
+Sample encode_record(const Record& r, const Tokenizer* tok, const ChatTemplate* chat,
+                     const EncodeOptions& opt, bool* truncated = nullptr);
+
+// [begin, end) token ranges of each assistant turn of `messages` within
+// tokenize(render(messages)); exposed for tests.
+struct TokenSpan {
+  int64_t begin = 0, end = 0;
+};
+std::vector<TokenSpan> assistant_spans(const nlohmann::ordered_json& messages,
+                                       const std::vector<int32_t>& ids, const Tokenizer& tok,
+                                       const ChatTemplate& chat);
+
+}  // namespace sf

@@ -1,0 +1,165 @@
+#include "data/pipeline.h"
+
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/atomic_file.h"
+
+namespace sf {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'F', 'T', 'O', 'K', 'S', '0', '1'};
+
+// FNV-1a, 64-bit: not cryptographic, only a cache key.
+struct Hasher {
+  uint64_t h = 1469598103934665603ull;
+  void bytes(const void* p, size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+  }
+  void str(const std::string& s) {
+    uint64_t n = s.size();
+    bytes(&n, 8);
+    bytes(s.data(), s.size());
+  }
+  void file(const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    SF_CHECK(f, "cannot read ", p);
+    std::vector<char> buf(1 << 20);
+    while (f.read(buf.data(), std::streamsize(buf.size())) || f.gcount() > 0)
+      bytes(buf.data(), size_t(f.gcount()));
+  }
+};
+
+}  // namespace
+
+uint64_t samples_cache_key(const DataConfig& cfg, const Tokenizer* tok, const ChatTemplate* chat) {
+  Hasher h;
+  h.str("slideformer-samples-v1");
+  h.file(cfg.file);
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
+    if (std::filesystem::exists(cfg.tokenizer_dir / name)) h.file(cfg.tokenizer_dir / name);
+  h.str(str_cat(tok ? tok->vocab_size() : -1, "/", cfg.vocab));
+  h.str(chat ? chat->source() : std::string("<no template>"));
+  const auto& c = cfg.read.columns;
+  for (const std::string* s : {&c.text, &c.instruction, &c.input, &c.output, &c.system,
+                               &c.history, &c.conversations, &c.from, &c.value, &c.messages,
+                               &c.role, &c.content, &c.input_ids, &c.labels})
+    h.str(*s);
+  h.str(str_cat(int(cfg.read.format), "/", cfg.read.skip_malformed, "/", int(cfg.encode.mask), "/",
+                cfg.encode.cutoff_len, "/", cfg.encode.text_add_special_tokens, "/",
+                cfg.encode.text_append_eos));
+  return h.h;
+}
+
+void write_samples_cache(const std::filesystem::path& file, const std::vector<Sample>& samples) {
+  std::filesystem::create_directories(file.parent_path());
+  AtomicFile f(file);
+  f.write(kMagic, 8);
+  uint64_t n = samples.size();
+  f.write(&n, 8);
+  for (const Sample& s : samples) {
+    uint32_t len = uint32_t(s.ids.size());
+    f.write(&len, 4);
+    f.write(s.ids.data(), len * 4);
+    f.write(s.labels.data(), len * 4);
+  }
+  f.finish();
+  f.rename_to_final();
+}
+
+std::vector<Sample> read_samples_cache(const std::filesystem::path& file) {
+  std::ifstream f(file, std::ios::binary);
+  SF_CHECK(f, "cannot read the tokenised cache ", file);
+  const auto bad = [&](const char* why) {
+    SF_FAIL("the tokenised cache ", file, " is corrupt (", why, "): delete it to rebuild it");
+  };
+  char magic[8];
+  uint64_t n = 0;
+  if (!f.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) bad("bad magic");
+  if (!f.read(reinterpret_cast<char*>(&n), 8)) bad("truncated header");
+  const auto size = std::filesystem::file_size(file);
+  if (n > size / 4) bad("impossible sample count");
+  std::vector<Sample> out(n);
+  for (Sample& s : out) {
+    uint32_t len = 0;
+    if (!f.read(reinterpret_cast<char*>(&len), 4) || uint64_t(len) * 8 > size) bad("truncated");
+    s.ids.resize(len);
+    s.labels.resize(len);
+    if (!f.read(reinterpret_cast<char*>(s.ids.data()), std::streamsize(len) * 4) ||
+        !f.read(reinterpret_cast<char*>(s.labels.data()), std::streamsize(len) * 4))
+      bad("truncated");
+  }
+  if (f.peek() != EOF) bad("trailing bytes");
+  return out;
+}
+
+std::vector<Sample> prepare_samples(const DataConfig& cfg, const Tokenizer* tok,
+                                    const ChatTemplate* chat, DataStats* stats) {
+  DataStats local;
+  DataStats& st = stats ? *stats : local;
+  if (!cfg.cache_dir.empty()) {
+    char name[64];
+    std::snprintf(name, sizeof name, "tokenized-%016llx.bin",
+                  static_cast<unsigned long long>(samples_cache_key(cfg, tok, chat)));
+    st.cache_file = cfg.cache_dir / name;
+    if (std::filesystem::exists(st.cache_file)) {
+      std::vector<Sample> s = read_samples_cache(st.cache_file);
+      st.from_cache = true;
+      st.records = int64_t(s.size());
+      for (const Sample& x : s) st.tokens += int64_t(x.ids.size());
+      return s;
+    }
+  }
+  DatasetStats ds;
+  std::vector<Record> records = read_dataset(cfg.file, cfg.read, &ds);
+  st.records = ds.records;
+  st.skipped_malformed = ds.skipped;
+  std::vector<Sample> encoded(records.size());
+  std::vector<char> truncated(records.size(), 0);
+  std::vector<std::string> errors(records.size());
+  parallel_for(int64_t(records.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      try {
+        bool t = false;
+        encoded[size_t(i)] = encode_record(records[size_t(i)], tok, chat, cfg.encode, &t);
+        truncated[size_t(i)] = t;
+      } catch (const Error& err) {
+        errors[size_t(i)] = err.what();
+      }
+    }
+  });
+  std::vector<Sample> out;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!errors[i].empty()) {
+      const std::string why = str_cat(cfg.file.string(), ":", records[i].line, ": ", errors[i]);
+      SF_CHECK(cfg.read.skip_malformed, why, " (or pass --skip-malformed to skip such records)");
+      ++st.skipped_malformed;
+      continue;
+    }
+    for (int32_t id : encoded[i].ids)
+      SF_CHECK(id >= 0 && id < cfg.vocab, cfg.file.string(), ":", records[i].line, ": token id ",
+               id, " is outside the model's vocabulary of ", cfg.vocab,
+               " (does the tokenizer belong to this model?)");
+    for (int32_t l : encoded[i].labels)
+      SF_CHECK(l == -100 || (l >= 0 && l < cfg.vocab), cfg.file.string(), ":", records[i].line,
+               ": label ", l, " is neither -100 nor inside the vocabulary of ", cfg.vocab);
+    st.truncated += truncated[i];
+    bool any = false;
+    for (int32_t l : encoded[i].labels) any |= l != -100;
+    if (!any || encoded[i].ids.size() < 2) {
+      ++st.no_loss;
+      continue;
+    }
+    st.tokens += int64_t(encoded[i].ids.size());
+    out.push_back(std::move(encoded[i]));
+  }
+  SF_CHECK(!out.empty(), "the dataset ", cfg.file, " gives no sample with a label to learn from (",
+           st.no_loss, " without any)");
+  if (!st.cache_file.empty()) write_samples_cache(st.cache_file, out);
+  return out;
+}
+
+}  // namespace sf

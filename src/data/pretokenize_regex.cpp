@@ -1,0 +1,110 @@
+#include "data/pretokenize_regex.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "core/error.h"
+#include "data/unicode_utf8.h"
+
+namespace sf {
+
+struct Regex::Impl {
+  pcre2_code* code = nullptr;
+  bool jit = false;
+};
+
+namespace {
+
+// Per-thread matching state: a JIT stack large enough for long runs (a 100k-space line) and
+// a match-data block. PCRE2 requires neither to be shared between threads at once.
+struct ThreadMatchState {
+  pcre2_match_context* context = nullptr;
+  pcre2_jit_stack* stack = nullptr;
+  pcre2_match_data* data = nullptr;
+  ThreadMatchState() {
+    context = pcre2_match_context_create(nullptr);
+    stack = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, nullptr);
+    pcre2_jit_stack_assign(context, nullptr, stack);
+    data = pcre2_match_data_create(32, nullptr);  // ovector big enough for any pattern we use
+  }
+  ~ThreadMatchState() {
+    pcre2_match_data_free(data);
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(context);
+  }
+};
+
+ThreadMatchState& thread_state() {
+  thread_local ThreadMatchState state;
+  return state;
+}
+
+}  // namespace
+
+Regex::Regex(const std::string& pattern, bool literal, const std::string& where)
+    : pattern_(pattern), impl_(std::make_unique<Impl>()) {
+  int err = 0;
+  PCRE2_SIZE offset = 0;
+  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
+  if (literal) options |= PCRE2_LITERAL;
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                              options, &err, &offset, nullptr);
+  if (!impl_->code) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof(msg));
+    SF_FAIL(where, ": cannot compile the regex \"", pattern, "\" at offset ", offset, ": ",
+            reinterpret_cast<const char*>(msg),
+            " (tokenizer regexes are compiled by PCRE2; report the pattern if it is valid in "
+            "Oniguruma)");
+  }
+  impl_->jit = pcre2_jit_compile(impl_->code, PCRE2_JIT_COMPLETE) == 0;
+}
+
+Regex::~Regex() {
+  if (impl_ && impl_->code) pcre2_code_free(impl_->code);
+}
+
+void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const {
+  ThreadMatchState& st = thread_state();
+  auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t n = text.size(), pos = 0;
+  while (pos <= n) {
+    int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, n, pos, 0, st.data, st.context)
+                        : pcre2_match(impl_->code, subject, n, pos, PCRE2_NO_UTF_CHECK, st.data,
+                                      st.context);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      PCRE2_UCHAR msg[256];
+      pcre2_get_error_message(rc, msg, sizeof(msg));
+      SF_FAIL("tokenizer: regex \"", pattern_, "\" failed on a text of ", n,
+              " bytes: ", reinterpret_cast<const char*>(msg));
+    }
+    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(st.data);
+    size_t b = ov[0], e = ov[1];
+    if (e > b) {
+      out.emplace_back(b, e);
+      pos = e;
+    } else {
+      // Empty match: skip one character (Hugging Face drops empty pieces).
+      if (b >= n) break;
+      pos = b + utf8::char_len(static_cast<unsigned char>(text[b]));
+    }
+  }
+}
+
+std::string Regex::replace_all(std::string_view text, std::string_view with) const {
+  std::vector<std::pair<size_t, size_t>> m;
+  find_all(text, m);
+  std::string out;
+  out.reserve(text.size());
+  size_t prev = 0;
+  for (auto [b, e] : m) {
+    out.append(text.substr(prev, b - prev));
+    out.append(with);
+    prev = e;
+  }
+  out.append(text.substr(prev));
+  return out;
+}
+
+}  // namespace sf

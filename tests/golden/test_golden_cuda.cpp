@@ -1,0 +1,174 @@
+// The golden fixtures (tests/golden/data, transformers + torch.optim.AdamW in fp32) through the
+// real loader and the sliding engine on the CUDA backend, windows 1, 2, 3. Mixed precision: the
+// device computes in bf16 (weights are bf16 copies of the fp32 masters, activations bf16, every
+// matmul fp32-accumulated, gradients accumulated in fp32 and handed to the host as bf16), while
+// master weights and AdamW stay fp32 on the host. The reference is pure fp32, so the tolerances
+// are bf16's, stated next to each check:
+//   logits     max|Δ|/max|ref| < 3e-2  — weights rounded to bf16 (2^-9 each) and ~10 bf16-stored
+//              activations on the path of a 2-layer model: a few 2^-9 roundings, ×4 margin;
+//   loss       relative 1e-2           — a mean of log-softmaxes of those logits;
+//   grad norm  relative 2e-2; every gradient max|Δ|/max|ref| < 6e-2 — the backward adds as many
+//              roundings again, and gradients reach the host as bf16;
+//   params after 3 steps: the AdamW update m/(√v+eps) normalises each element, so an element
+//              whose gradient is within bf16 noise of zero can move by up to ~lr per step in
+//              either direction: checked as ‖p − p_ref‖₂ / ‖p_ref − p_init‖₂ < 0.15 (the update
+//              is right to ~15% in L2) and max|p − p_ref| ≤ 2·lr·steps (no element off by more
+//              than the extreme of two opposite full-size updates).
+// Skips when no CUDA device is visible.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_backend.h"
+#include "engine/engine.h"
+#include "io/safetensors.h"
+#include "model/spec.h"
+#include "train/checkpoint.h"
+
+namespace sf {
+namespace {
+
+namespace fs = std::filesystem;
+
+double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num = std::max(num, std::fabs(double(a[i]) - double(b[i])));
+    den = std::max(den, std::fabs(double(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+std::vector<float> read_all(const SafetensorsReader& r, const std::string& name) {
+  const TensorInfo& t = r.get(name);
+  size_t n = 1;
+  for (int64_t s : t.shape) n *= size_t(s);
+  std::vector<float> v(n);
+  r.read_f32(name, v.data(), n);
+  return v;
+}
+
+struct Case {
+  ModelSpec spec;
+  Batch batch;
+  nlohmann::json hp;
+};
+
+Case load_case(const fs::path& dir) {
+  Case c;
+  c.spec = load_model_spec(dir);
+  std::ifstream f(dir / "batch.json");
+  nlohmann::json j = nlohmann::json::parse(f);
+  c.hp = j["hparams"];
+  auto ids = j["input_ids"].get<std::vector<std::vector<int>>>();
+  auto labels = j["labels"].get<std::vector<std::vector<int>>>();
+  c.batch.cu_seqlens.push_back(0);
+  for (size_t b = 0; b < ids.size(); ++b) {
+    const size_t S = ids[b].size();
+    for (size_t s = 0; s < S; ++s) {
+      c.batch.ids.push_back(ids[b][s]);
+      c.batch.targets.push_back(s + 1 < S ? labels[b][s + 1] : -100);
+      c.batch.positions.push_back(int32_t(s));
+    }
+    c.batch.cu_seqlens.push_back(int32_t(c.batch.ids.size()));
+  }
+  return c;
+}
+
+class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(CudaGolden, MatchesTransformersAtBf16) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
+  const auto& [name, window] = GetParam();
+  const fs::path dir = fs::path(SF_SOURCE_DIR) / "tests/golden/data" / name;
+  ASSERT_TRUE(fs::exists(dir)) << dir << " is missing: run tests/golden/make_golden.py";
+  Case c = load_case(dir);
+  SafetensorsReader golden(dir / "golden.safetensors");
+
+  CudaBackendOptions bo;
+  bo.max_tokens = c.batch.tokens();
+  bo.hidden = c.spec.hidden;
+  bo.vocab = c.spec.vocab;
+  bo.max_heads = c.spec.heads;
+  auto backend = make_cuda_backend(bo);
+  EngineOptions opt;
+  opt.window = window;
+  opt.max_tokens = c.batch.tokens();
+  opt.max_sequences = int64_t(c.batch.cu_seqlens.size()) - 1;
+  opt.adamw.lr = c.hp["lr"];
+  opt.adamw.beta1 = c.hp["beta1"];
+  opt.adamw.beta2 = c.hp["beta2"];
+  opt.adamw.eps = c.hp["eps"];
+  opt.adamw.weight_decay = c.hp["weight_decay"];
+  opt.max_grad_norm = c.hp["max_grad_norm"];
+  Engine engine(*backend, c.spec, opt);
+  load_model_weights(engine, dir);
+
+  std::map<std::string, std::vector<float>> init;
+  engine.visit_weights([&](const TensorDesc& d, const float* p) {
+    init[d.name] = std::vector<float>(p, p + read_all(golden, "param_after3." + d.name).size());
+  });
+
+  const double e_logits = rel_error(engine.logits(c.batch), read_all(golden, "logits"));
+  EXPECT_LT(e_logits, 3e-2) << "logits";
+  const std::vector<float> losses = read_all(golden, "step_losses");
+  const std::vector<float> norms = read_all(golden, "grad_norms");
+  const float lr = c.hp["lr"];
+  const int steps = c.hp["steps"];
+  double worst_grad = 0;
+  std::string worst_grad_name;
+  for (int s = 0; s < steps; ++s) {
+    StepResult r = engine.step(c.batch, lr);
+    EXPECT_NEAR(r.loss, losses[size_t(s)], 1e-2 * std::fabs(losses[size_t(s)])) << "step " << s;
+    EXPECT_NEAR(r.grad_norm, norms[size_t(s)], 2e-2 * norms[size_t(s)]) << "step " << s;
+    if (s == 0) {
+      for (const std::string& n : golden.names()) {
+        if (n.rfind("grad.", 0) != 0) continue;
+        const double e = rel_error(engine.gradient(n.substr(5)), read_all(golden, n));
+        EXPECT_LT(e, 6e-2) << n;
+        if (e > worst_grad) worst_grad = e, worst_grad_name = n;
+      }
+    }
+  }
+  double worst_l2 = 0, worst_abs = 0;
+  int checked = 0;
+  engine.visit_weights([&](const TensorDesc& d, const float* p) {
+    const std::vector<float> ref = read_all(golden, "param_after3." + d.name);
+    const std::vector<float>& p0 = init[d.name];
+    double num = 0, den = 0, mx = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      num += (double(p[i]) - ref[i]) * (double(p[i]) - ref[i]);
+      den += (double(ref[i]) - p0[i]) * (double(ref[i]) - p0[i]);
+      mx = std::max(mx, std::fabs(double(p[i]) - ref[i]));
+    }
+    const double l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    EXPECT_LT(l2, 0.15) << d.name << ": update error in L2";
+    EXPECT_LE(mx, 2.0 * lr * steps) << d.name;
+    worst_l2 = std::max(worst_l2, l2);
+    worst_abs = std::max(worst_abs, mx);
+    ++checked;
+  });
+  EXPECT_GT(checked, 0);
+  // The measured margins, for tuning the thresholds above from evidence.
+  std::printf("[ errors ] %s W%d: logits %.3g, worst grad %.3g (%s), params L2 %.3g, max %.3g\n",
+              name.c_str(), window, e_logits, worst_grad, worst_grad_name.c_str(), worst_l2,
+              worst_abs);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllCases, CudaGolden,
+    ::testing::Combine(::testing::Values("llama3_rope", "llama_tied", "mistral", "qwen2_bias",
+                                         "qwen3_qknorm", "llama_gqa1_long"),
+                       ::testing::Values(1, 2, 3)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param));
+    });
+
+}  // namespace
+}  // namespace sf
