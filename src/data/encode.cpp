@@ -51,23 +51,32 @@ std::vector<TokenSpan> assistant_spans(const ojson& messages, const std::vector<
              "whole conversation, so the turn cannot be located; use --loss-mask all or last");
     // This turn rendered on its own: content, then whatever closes the turn (e.g. <|im_end|>\n).
     const std::string upto = chat.render(head(messages, k + 1), false, none);
-    const std::string content = messages[k].value("content", "");
+    std::string content = messages[k].value("content", "");
+    // Templates may write the content trimmed (Llama 3's `| trim`).
+    if (upto.find(content, prompt.size()) == std::string::npos) {
+      const size_t b = content.find_first_not_of(" \t\n\r");
+      content = b == std::string::npos ? "" : content.substr(b, content.find_last_not_of(" \t\n\r") - b + 1);
+    }
+    // Located in both renderings separately: a template may rewrite earlier turns (Qwen3 drops
+    // the reasoning of turns before the last user query), so offsets differ between the two.
     const size_t c_upto = upto.find(content, prompt.size());
     const size_t c_full = full.find(content, prompt.size());
     SF_CHECK(c_upto != std::string::npos && c_full != std::string::npos, "assistant turn ", k,
              ": its content does not appear in the rendered conversation");
-    const std::string suffix = upto.substr(c_upto + content.size());
-    // Templates may rewrite earlier turns (Qwen3 drops the reasoning of turns before the last
-    // user query): locate the content in the whole rendering and check its closing suffix.
-    const size_t end_char = c_full + content.size() + suffix.size();
-    SF_CHECK(full.compare(c_full + content.size(), suffix.size(), suffix) == 0,
-             "assistant turn ", k, ": the text that closes the turn differs between the ",
-             "conversation and its prefix; use --loss-mask all or last");
+    // What closes the turn: the text after the content that the turn's own rendering and the
+    // whole conversation share (templates may append a generation prompt after the last turn).
+    const size_t content_end = c_full + content.size();
+    size_t close = 0;
+    for (size_t i = c_upto + content.size(), j = content_end;
+         i < upto.size() && j < full.size() && upto[i] == full[j]; ++i, ++j)
+      ++close;
     TokenSpan s;
     s.begin = prefix_tokens(full, prompt.size(), ids, tok, k);
-    s.end = end_char >= full.size() ? int64_t(ids.size()) : prefix_tokens(full, end_char, ids, tok, k);
-    // The turn ends at its end-of-turn token: what follows it (a newline) is not trained on.
-    for (int64_t i = s.end - 1; i >= s.begin; --i)
+    const int64_t content_tokens = prefix_tokens(full, content_end, ids, tok, k);
+    s.end = prefix_tokens(full, content_end + close, ids, tok, k);
+    // The turn ends at its end-of-turn token (<|eot_id|>, <|im_end|>, </s>): the first special
+    // token after the content. What follows it (a newline, a next header) is not trained on.
+    for (int64_t i = content_tokens; i < s.end; ++i)
       if (tok.is_special(ids[size_t(i)])) {
         s.end = i + 1;
         break;
