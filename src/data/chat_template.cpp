@@ -26,7 +26,8 @@ constexpr const char* kPassTemplate =
 // apply_chat_template's preprocessing: drop keys whose value is None, then alias reasoning fields
 // ({"thinking": r, **message, "reasoning_content": r}).
 jinja::Value prepare_messages(const jinja::Value& messages) {
-  SF_CHECK(messages.is_sequence(), "chat template: messages must be a JSON array of message objects");
+  SF_CHECK(messages.is_sequence(),
+           "chat template: messages must be a JSON array of message objects");
   jinja::List out;
   for (const auto& m : messages.items()) {
     SF_CHECK(m.is_mapping(), "chat template: each message must be a JSON object, got ", m.repr());
@@ -64,15 +65,16 @@ ChatTemplate ChatTemplate::from_file(const std::filesystem::path& path) {
 
 ChatTemplate ChatTemplate::builtin(const std::string& name) {
   const auto* t = templates::builtin_chat_template(name);
-  SF_CHECK(t, "unknown built-in chat template '", name, "': use llama3, llama2 or chatml, or pass a ",
-           "template file");
+  SF_CHECK(t, "unknown built-in chat template '", name,
+           "': use llama3, llama2 or chatml, or pass a ", "template file");
   ChatTemplate ct(t->source, "builtin:" + name);
   ct.set_special_token("bos_token", t->bos_token);
   ct.set_special_token("eos_token", t->eos_token);
   return ct;
 }
 
-ChatTemplate ChatTemplate::from_tokenizer_dir(const std::filesystem::path& dir, const std::string& name) {
+ChatTemplate ChatTemplate::from_tokenizer_dir(const std::filesystem::path& dir,
+                                              const std::string& name) {
   auto cfg_path = dir / "tokenizer_config.json";
   nlohmann::json cfg = nlohmann::json::object();
   if (std::filesystem::exists(cfg_path)) {
@@ -99,9 +101,10 @@ ChatTemplate ChatTemplate::from_tokenizer_dir(const std::filesystem::path& dir, 
         label += "['" + want + "']";
       }
     }
-    SF_CHECK(!source.empty() || names.empty(), cfg_path.string(), " has no chat template named '", want,
-             "' (it has: ", names, ")");
-  } else if (std::filesystem::exists(dir / "chat_template.jinja") && (name.empty() || name == "default")) {
+    SF_CHECK(!source.empty() || names.empty(), cfg_path.string(), " has no chat template named '",
+             want, "' (it has: ", names, ")");
+  } else if (std::filesystem::exists(dir / "chat_template.jinja") &&
+             (name.empty() || name == "default")) {
     source = read_file(dir / "chat_template.jinja");
     label = (dir / "chat_template.jinja").string();
   }
@@ -109,12 +112,14 @@ ChatTemplate ChatTemplate::from_tokenizer_dir(const std::filesystem::path& dir, 
            (dir / "chat_template.jinja").string(), "): ", kPassTemplate);
   ChatTemplate ct(source, label);
   // transformers passes special_tokens_map: the tokens set in the config, as strings.
-  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
-                          "mask_token"}) {
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                          "cls_token", "mask_token"}) {
     auto t = cfg.find(key);
     if (t == cfg.end() || t->is_null()) continue;
-    if (t->is_string()) ct.set_special_token(key, t->get<std::string>());
-    else if (t->is_object() && t->contains("content")) ct.set_special_token(key, (*t)["content"].get<std::string>());
+    if (t->is_string())
+      ct.set_special_token(key, t->get<std::string>());
+    else if (t->is_object() && t->contains("content"))
+      ct.set_special_token(key, (*t)["content"].get<std::string>());
   }
   return ct;
 }
@@ -133,7 +138,8 @@ const std::string& ChatTemplate::name() const { return tmpl_->name(); }
 
 namespace {
 template <typename J>
-std::string render_impl(const jinja::Template& t, const std::vector<std::pair<std::string, std::string>>& tokens,
+std::string render_impl(const jinja::Template& t,
+                        const std::vector<std::pair<std::string, std::string>>& tokens,
                         const J& messages, bool add_generation_prompt, const J& extra) {
   SF_CHECK(extra.is_null() || extra.is_object(), "chat template kwargs must be a JSON object");
   jinja::Dict ctx;

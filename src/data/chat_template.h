@@ -1,15 +1,15 @@
-// defines: sf::ChatTemplate — a Hugging Face chat template (Jinja source from tokenizer_config.json,
-// a built-in, or a file) executed as written by our Jinja interpreter (data/jinja), rendering a
-// conversation exactly as transformers' apply_chat_template(tokenize=False) does.
+// defines: sf::ChatTemplate — a Hugging Face chat template (Jinja source from
+// tokenizer_config.json, a built-in, or a file) executed as written by our Jinja interpreter
+// (data/jinja), rendering a conversation exactly as transformers'
+// apply_chat_template(tokenize=False) does.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace sf {
 
@@ -20,9 +20,11 @@ class Template;
 class ChatTemplate {
  public:
   // Reads <dir>/tokenizer_config.json: `chat_template` (a string, or a list of {"name","template"}:
-  // `name`, else "default"), else <dir>/chat_template.jinja; bos/eos/unk/pad tokens from the config.
-  // No template → sf::Error telling to pass --chat-template llama3|llama2|chatml or a template file.
-  static ChatTemplate from_tokenizer_dir(const std::filesystem::path& dir, const std::string& name = "");
+  // `name`, else "default"), else <dir>/chat_template.jinja; bos/eos/unk/pad tokens from the
+  // config. No template → sf::Error telling to pass --chat-template llama3|llama2|chatml or a
+  // template file.
+  static ChatTemplate from_tokenizer_dir(const std::filesystem::path& dir,
+                                         const std::string& name = "");
   // "llama3", "llama2" (Llama-2-chat / Mistral-instruct [INST]), "chatml"; with the family's
   // bos/eos tokens (override with set_special_token).
   static ChatTemplate builtin(const std::string& name);

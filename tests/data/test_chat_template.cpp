@@ -10,6 +10,10 @@
 #include "core/error.h"
 #include "data/chat_template.h"
 
+#ifndef SF_SOURCE_DIR  // CMake defines it; a direct g++ build run from the repo root needs none
+#define SF_SOURCE_DIR "."
+#endif
+
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
@@ -49,7 +53,8 @@ TEST(ChatTemplate, MatchesTransformersFixtures) {
   for (const auto& c : fx["cases"]) {
     SCOPED_TRACE(c["id"].get<std::string>());
     const ojson& msgs = fx["conversations"][c["conversation"].get<std::string>()];
-    auto& [pass, total] = tally[c["tokenizer"].get<std::string>() + "/" + c["template"].get<std::string>()];
+    auto& [pass, total] =
+        tally[c["tokenizer"].get<std::string>() + "/" + c["template"].get<std::string>()];
     ++total;
     sf::ChatTemplate t = template_for(c);
     if (c.contains("error")) {
@@ -57,7 +62,8 @@ TEST(ChatTemplate, MatchesTransformersFixtures) {
         t.render(msgs, c["add_generation_prompt"].get<bool>(), c["kwargs"]);
         ADD_FAILURE() << "rendered, but transformers raised: " << c["error"];
       } catch (const sf::Error& e) {
-        EXPECT_NE(std::string(e.what()).find(c["error"].get<std::string>()), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(c["error"].get<std::string>()), std::string::npos)
+            << e.what();
         pass += std::string(e.what()).find(c["error"].get<std::string>()) != std::string::npos;
       }
       continue;
@@ -79,7 +85,8 @@ TEST(ChatTemplate, MatchesTransformersFixtures) {
       EXPECT_EQ(t.render(sorted_msgs, c["add_generation_prompt"].get<bool>(), sorted_kwargs), got);
     }
   }
-  for (const auto& [name, pt] : tally) std::cout << "[ chat fixtures ] " << name << ": " << pt.first << "/" << pt.second << " match\n";
+  for (const auto& [name, pt] : tally)
+    std::cout << "[ chat fixtures ] " << name << ": " << pt.first << "/" << pt.second << " match\n";
   EXPECT_GE(fx["cases"].size(), 100u);
 }
 
@@ -112,7 +119,8 @@ TEST(ChatTemplate, BuiltinLlama3AndChatml) {
   EXPECT_EQ(sf::ChatTemplate::builtin("llama3").render(m, true),
             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  EXPECT_EQ(sf::ChatTemplate::builtin("chatml").render(m, false), "<|im_start|>user\n hi <|im_end|>\n");
+  EXPECT_EQ(sf::ChatTemplate::builtin("chatml").render(m, false),
+            "<|im_start|>user\n hi <|im_end|>\n");
 }
 
 TEST(ChatTemplate, MissingTemplateSaysWhatToPass) {
@@ -122,18 +130,23 @@ TEST(ChatTemplate, MissingTemplateSaysWhatToPass) {
       sf::ChatTemplate::from_tokenizer_dir(kTokRoot / dir);
       FAIL() << dir << " has no chat template";
     } catch (const sf::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("--chat-template llama3|llama2|chatml"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--chat-template llama3|llama2|chatml"),
+                std::string::npos)
+          << e.what();
     }
   }
 }
 
 TEST(ChatTemplate, NamedTemplatesAndTokenObjects) {
-  fs::path dir = fs::temp_directory_path() / ("sf_chat_template_test_" + std::to_string(::getpid()));
+  fs::path dir =
+      fs::temp_directory_path() / ("sf_chat_template_test_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  ojson cfg = {{"bos_token", {{"content", "<B>"}, {"lstrip", false}}},
-               {"eos_token", "<E>"},
-               {"chat_template", ojson::array({{{"name", "default"}, {"template", "D{{ bos_token }}{{ eos_token }}"}},
-                                               {{"name", "tool_use"}, {"template", "T{{ messages|length }}"}}})}};
+  ojson cfg = {
+      {"bos_token", {{"content", "<B>"}, {"lstrip", false}}},
+      {"eos_token", "<E>"},
+      {"chat_template",
+       ojson::array({{{"name", "default"}, {"template", "D{{ bos_token }}{{ eos_token }}"}},
+                     {{"name", "tool_use"}, {"template", "T{{ messages|length }}"}}})}};
   std::ofstream(dir / "tokenizer_config.json") << cfg.dump();
   nlohmann::json m = nlohmann::json::array();
   EXPECT_EQ(sf::ChatTemplate::from_tokenizer_dir(dir).render(m, false), "D<B><E>");
@@ -144,9 +157,12 @@ TEST(ChatTemplate, NamedTemplatesAndTokenObjects) {
 
 TEST(ChatTemplate, KwargsNullKeysAndReasoningAliases) {
   auto t = sf::ChatTemplate::from_string(
-      "{% for m in messages %}{{ m|tojson }}{% endfor %}|{{ enable_thinking }}|{{ tools is none }}");
-  ojson m = ojson::array({{{"role", "assistant"}, {"content", "x"}, {"tool_calls", nullptr}, {"reasoning", "r"}}});
-  EXPECT_EQ(t.render(m, false, ojson{{"enable_thinking", false}}),
-            "{\"thinking\": \"r\", \"role\": \"assistant\", \"content\": \"x\", \"reasoning\": \"r\", "
-            "\"reasoning_content\": \"r\"}|False|True");
+      "{% for m in messages %}{{ m|tojson }}{% endfor %}|{{ enable_thinking }}|{{ tools is none "
+      "}}");
+  ojson m = ojson::array(
+      {{{"role", "assistant"}, {"content", "x"}, {"tool_calls", nullptr}, {"reasoning", "r"}}});
+  EXPECT_EQ(
+      t.render(m, false, ojson{{"enable_thinking", false}}),
+      "{\"thinking\": \"r\", \"role\": \"assistant\", \"content\": \"x\", \"reasoning\": \"r\", "
+      "\"reasoning_content\": \"r\"}|False|True");
 }

@@ -99,20 +99,29 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 namespace {
 const char* py_type(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kNone: return "NoneType";
-    case Value::Kind::kBool: return "bool";
-    case Value::Kind::kInt: return "int";
-    case Value::Kind::kFloat: return "float";
-    case Value::Kind::kString: return "str";
-    case Value::Kind::kList: return "list";
-    case Value::Kind::kTuple: return "tuple";
-    case Value::Kind::kDict: return "dict";
-    default: return "object";
+    case Value::Kind::kNone:
+      return "NoneType";
+    case Value::Kind::kBool:
+      return "bool";
+    case Value::Kind::kInt:
+      return "int";
+    case Value::Kind::kFloat:
+      return "float";
+    case Value::Kind::kString:
+      return "str";
+    case Value::Kind::kList:
+      return "list";
+    case Value::Kind::kTuple:
+      return "tuple";
+    case Value::Kind::kDict:
+      return "dict";
+    default:
+      return "object";
   }
 }
 [[noreturn]] void bad_operands(const std::string& op, const Value& a, const Value& b) {
-  throw LinelessError(sf::str_cat("unsupported operand type(s) for ", op, ": '", py_type(a), "' and '",
-                                  py_type(b), "'"));
+  throw LinelessError(sf::str_cat("unsupported operand type(s) for ", op, ": '", py_type(a),
+                                  "' and '", py_type(b), "'"));
 }
 template <typename Op>
 int64_t checked(Op op, int64_t x, int64_t y) {
@@ -142,7 +151,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return Value::list(std::move(l), a.kind() == Value::Kind::kTuple);
     }
     if (a.is_string())
-      throw LinelessError(sf::str_cat("can only concatenate str (not \"", py_type(b), "\") to str"));
+      throw LinelessError(
+          sf::str_cat("can only concatenate str (not \"", py_type(b), "\") to str"));
     bad_operands(op, a, b);
   }
   if (op == "-") {
@@ -164,16 +174,19 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
         return Value(o);
       }
       List l;
-      for (int64_t i = 0; i < times; ++i) l.insert(l.end(), seq->items().begin(), seq->items().end());
+      for (int64_t i = 0; i < times; ++i)
+        l.insert(l.end(), seq->items().begin(), seq->items().end());
       return Value::list(std::move(l), seq->kind() == Value::Kind::kTuple);
     }
     bad_operands(op, a, b);
   }
   if (op == "/" || op == "//" || op == "%") {
-    if (a.is_string() && op == "%") throw LinelessError("unsupported construct: printf-style '%' string formatting");
+    if (a.is_string() && op == "%")
+      throw LinelessError("unsupported construct: printf-style '%' string formatting");
     if (!nums) bad_operands(op, a, b);
     if (b.as_double() == 0)
-      throw LinelessError(ints && op != "/" ? "integer division or modulo by zero" : "division by zero");
+      throw LinelessError(ints && op != "/" ? "integer division or modulo by zero"
+                                            : "division by zero");
     if (op == "/") return Value(a.as_double() / b.as_double());
     if (ints) {
       int64_t q = x / y, m = x % y;
@@ -210,18 +223,22 @@ Value negate(const Value& v) {
 
 bool contains(const Value& c, const Value& item) {
   switch (c.kind()) {
-    case Value::Kind::kUndefined: return false;
+    case Value::Kind::kUndefined:
+      return false;
     case Value::Kind::kString:
       if (!item.is_string())
-        throw LinelessError(sf::str_cat("'in <string>' requires string as left operand, not ", py_type(item)));
+        throw LinelessError(
+            sf::str_cat("'in <string>' requires string as left operand, not ", py_type(item)));
       return c.str().find(item.str()) != std::string::npos;
     case Value::Kind::kList:
     case Value::Kind::kTuple:
       for (const auto& e : c.items())
         if (equals(e, item)) return true;
       return false;
-    case Value::Kind::kDict: return c.dict().find(item) != nullptr;
-    default: throw LinelessError(sf::str_cat("argument of type '", py_type(c), "' is not iterable"));
+    case Value::Kind::kDict:
+      return c.dict().find(item) != nullptr;
+    default:
+      throw LinelessError(sf::str_cat("argument of type '", py_type(c), "' is not iterable"));
   }
 }
 
@@ -229,16 +246,27 @@ namespace {
 void dump(const Value& v, const JsonOptions& o, const std::string& ind, bool pretty, int level,
           std::string& out) {
   switch (v.kind()) {
-    case Value::Kind::kNone: out += "null"; return;
-    case Value::Kind::kBool: out += v.as_int() ? "true" : "false"; return;
-    case Value::Kind::kInt: out += std::to_string(v.as_int()); return;
+    case Value::Kind::kNone:
+      out += "null";
+      return;
+    case Value::Kind::kBool:
+      out += v.as_int() ? "true" : "false";
+      return;
+    case Value::Kind::kInt:
+      out += std::to_string(v.as_int());
+      return;
     case Value::Kind::kFloat: {
       double d = v.as_double();
-      out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : text::float_repr(d);
+      out += std::isnan(d)   ? "NaN"
+             : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity")
+                             : text::float_repr(d);
       return;
     }
-    case Value::Kind::kString: out += text::json_string(v.str(), o.ensure_ascii); return;
-    default: break;
+    case Value::Kind::kString:
+      out += text::json_string(v.str(), o.ensure_ascii);
+      return;
+    default:
+      break;
   }
   std::string item_sep = o.item_sep.empty() ? (pretty ? "," : ", ") : o.item_sep;
   std::string key_sep = o.key_sep.empty() ? ": " : o.key_sep;
@@ -271,17 +299,30 @@ void dump(const Value& v, const JsonOptions& o, const std::string& ind, bool pre
     for (const auto& [k, val] : v.dict().entries) {
       std::string ks;
       switch (k.kind()) {
-        case Value::Kind::kString: ks = k.str(); break;
-        case Value::Kind::kInt: ks = std::to_string(k.as_int()); break;
-        case Value::Kind::kFloat: ks = text::float_repr(k.as_double()); break;
-        case Value::Kind::kBool: ks = k.as_int() ? "true" : "false"; break;
-        case Value::Kind::kNone: ks = "null"; break;
-        default: throw LinelessError(sf::str_cat("keys must be str, int, float, bool or None, not ", py_type(k)));
+        case Value::Kind::kString:
+          ks = k.str();
+          break;
+        case Value::Kind::kInt:
+          ks = std::to_string(k.as_int());
+          break;
+        case Value::Kind::kFloat:
+          ks = text::float_repr(k.as_double());
+          break;
+        case Value::Kind::kBool:
+          ks = k.as_int() ? "true" : "false";
+          break;
+        case Value::Kind::kNone:
+          ks = "null";
+          break;
+        default:
+          throw LinelessError(
+              sf::str_cat("keys must be str, int, float, bool or None, not ", py_type(k)));
       }
       kv.emplace_back(ks, &val);
     }
     if (o.sort_keys)
-      std::stable_sort(kv.begin(), kv.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::stable_sort(kv.begin(), kv.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
     out += "{";
     newline(level + 1);
     for (size_t i = 0; i < kv.size(); ++i) {
@@ -302,9 +343,12 @@ std::string to_json(const Value& v, const JsonOptions& o) {
   bool pretty = !o.indent.is_none() && !o.indent.is_undefined();
   std::string ind;
   if (pretty) {
-    if (o.indent.is_string()) ind = o.indent.str();
-    else if (o.indent.kind() == Value::Kind::kInt) ind.assign(std::max<int64_t>(0, o.indent.as_int()), ' ');
-    else throw LinelessError("tojson: indent must be an integer or a string");
+    if (o.indent.is_string())
+      ind = o.indent.str();
+    else if (o.indent.kind() == Value::Kind::kInt)
+      ind.assign(std::max<int64_t>(0, o.indent.as_int()), ' ');
+    else
+      throw LinelessError("tojson: indent must be an integer or a string");
   }
   std::string out;
   dump(v, o, ind, pretty, 0, out);

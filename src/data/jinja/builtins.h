@@ -30,7 +30,7 @@ bool apply_test(const std::string& name, const Value& subject, CallArgs& args);
 // Python json.dumps with transformers' tojson defaults (ensure_ascii=False, insertion order).
 struct JsonOptions {
   bool ensure_ascii = false;
-  Value indent;  // none / undefined: single line; int: spaces; string: the string
+  Value indent;                   // none / undefined: single line; int: spaces; string: the string
   std::string item_sep, key_sep;  // empty: json.dumps defaults
   bool sort_keys = false;
 };

@@ -1,6 +1,7 @@
 // defines: has_filter, apply_filter — jinja2's builtin filters that chat templates use, with
 // transformers' tojson (see builtins.h)
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <unordered_map>
@@ -18,12 +19,23 @@ std::string html_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&#34;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&#34;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -35,7 +47,8 @@ Value attr_path(const Value& v, const Value& attribute) {
   Value cur = v;
   for (const auto& part : text::split(attribute.to_str(), std::string("."), -1)) {
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    cur = digits ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part)))) : get_item(cur, Value(part));
+    cur = digits ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part))))
+                 : get_item(cur, Value(part));
   }
   return cur;
 }
@@ -51,7 +64,8 @@ Value sort_key(const Value& v, bool case_sensitive) {
 List select_impl(const Value& seq, CallArgs& a, bool by_attr, bool keep) {
   size_t first = by_attr ? 1 : 0;
   Value attribute = by_attr ? a.get(0, "attr") : Value();
-  if (by_attr && attribute.is_undefined()) throw LinelessError("selectattr/rejectattr need an attribute name");
+  if (by_attr && attribute.is_undefined())
+    throw LinelessError("selectattr/rejectattr need an attribute name");
   std::string test = a.pos.size() > first ? a.pos[first].to_str() : "";
   CallArgs targs;
   for (size_t i = first + 1; i < a.pos.size(); ++i) targs.pos.push_back(a.pos[i]);
@@ -111,7 +125,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       Value def = a.get(0, "default", Value(0));
       if (a.pos.size() > 1 || !a.get(1, "base").is_undefined())
         throw LinelessError("unsupported construct: int filter with a base");
-      if (v.kind() == Value::Kind::kFloat) return Value(static_cast<int64_t>(std::trunc(v.as_double())));
+      if (v.kind() == Value::Kind::kFloat)
+        return Value(static_cast<int64_t>(std::trunc(v.as_double())));
       if (v.is_number()) return Value(v.as_int());
       if (v.is_string()) {
         std::string s = text::strip(v.str(), std::nullopt, true, true);
@@ -128,7 +143,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     };
     m["items"] = [](const Value& v, CallArgs&) {
       if (v.is_undefined()) return Value::list({});
-      if (!v.is_mapping()) throw LinelessError("items filter: can only get item pairs from a mapping");
+      if (!v.is_mapping())
+        throw LinelessError("items filter: can only get item pairs from a mapping");
       List l;
       for (const auto& [k, x] : v.dict().entries) l.push_back(Value::list({k, x}, true));
       return Value::list(std::move(l));
@@ -146,7 +162,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     };
     m["length"] = [](const Value& v, CallArgs&) {
       if (v.is_string()) return Value(static_cast<int64_t>(text::length(v.str())));
-      if (v.has_attrs() && !v.is_mapping()) throw LinelessError("object of type '" + v.type_name() + "' has no len()");
+      if (v.has_attrs() && !v.is_mapping())
+        throw LinelessError("object of type '" + v.type_name() + "' has no len()");
       return Value(static_cast<int64_t>(v.iterate().size()));
     };
     m["count"] = m["length"];
@@ -158,7 +175,9 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       bool start = true;
       for (char32_t c : text::decode(str_of(v))) {
         bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || text::is_space(c);
-        o += sep ? text::encode(c) : start ? text::upper(text::encode(c)) : text::lower(text::encode(c));
+        o += sep     ? text::encode(c)
+             : start ? text::upper(text::encode(c))
+                     : text::lower(text::encode(c));
         start = sep;
       }
       return Value(o);
@@ -189,9 +208,12 @@ const std::unordered_map<std::string, FilterFn>& filters() {
         bool cs = a.get(99, "case_sensitive", Value(false)).truthy();
         Value attribute = a.get(99, "attribute");
         List l = v.iterate();
-        if (l.empty()) return Value::undefined(std::string("No aggregated item, sequence was empty."));
+        if (l.empty())
+          return Value::undefined(std::string("No aggregated item, sequence was empty."));
         size_t best = 0;
-        auto key = [&](size_t i) { return sort_key(attribute.is_undefined() ? l[i] : attr_path(l[i], attribute), cs); };
+        auto key = [&](size_t i) {
+          return sort_key(attribute.is_undefined() ? l[i] : attr_path(l[i], attribute), cs);
+        };
         for (size_t i = 1; i < l.size(); ++i) {
           int c = compare(key(i), key(best), want_max ? ">" : "<");
           if (want_max ? c > 0 : c < 0) best = i;
@@ -201,10 +223,18 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     };
     m["max"] = minmax(true);
     m["min"] = minmax(false);
-    m["reject"] = [](const Value& v, CallArgs& a) { return Value::list(select_impl(v, a, false, false)); };
-    m["select"] = [](const Value& v, CallArgs& a) { return Value::list(select_impl(v, a, false, true)); };
-    m["rejectattr"] = [](const Value& v, CallArgs& a) { return Value::list(select_impl(v, a, true, false)); };
-    m["selectattr"] = [](const Value& v, CallArgs& a) { return Value::list(select_impl(v, a, true, true)); };
+    m["reject"] = [](const Value& v, CallArgs& a) {
+      return Value::list(select_impl(v, a, false, false));
+    };
+    m["select"] = [](const Value& v, CallArgs& a) {
+      return Value::list(select_impl(v, a, false, true));
+    };
+    m["rejectattr"] = [](const Value& v, CallArgs& a) {
+      return Value::list(select_impl(v, a, true, false));
+    };
+    m["selectattr"] = [](const Value& v, CallArgs& a) {
+      return Value::list(select_impl(v, a, true, true));
+    };
     m["replace"] = [](const Value& v, CallArgs& a) {
       a.check("replace", 3, {"old", "new", "count"});
       Value c = a.get(2, "count");
@@ -229,7 +259,9 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       bool cs = a.get(1, "case_sensitive", Value(false)).truthy();
       Value attribute = a.get(2, "attribute");
       List l = v.iterate();
-      auto key = [&](const Value& x) { return sort_key(attribute.is_undefined() ? x : attr_path(x, attribute), cs); };
+      auto key = [&](const Value& x) {
+        return sort_key(attribute.is_undefined() ? x : attr_path(x, attribute), cs);
+      };
       std::stable_sort(l.begin(), l.end(), [&](const Value& x, const Value& y) {
         return rev ? compare(key(y), key(x), "<") < 0 : compare(key(x), key(y), "<") < 0;
       });
@@ -281,8 +313,10 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     m["indent"] = [](const Value& v, CallArgs& a) {
       a.check("indent", 3, {"width", "first", "blank"});
       Value w = a.get(0, "width", Value(4));
-      std::string ind = w.is_string() ? w.str() : std::string(std::max<int64_t>(0, w.as_int()), ' ');
-      bool first = a.get(1, "first", Value(false)).truthy(), blank = a.get(2, "blank", Value(false)).truthy();
+      std::string ind =
+          w.is_string() ? w.str() : std::string(std::max<int64_t>(0, w.as_int()), ' ');
+      bool first = a.get(1, "first", Value(false)).truthy(),
+           blank = a.get(2, "blank", Value(false)).truthy();
       std::string s = str_of(v) + "\n";
       std::vector<std::string> lines;  // Python str.splitlines() on \n, \r\n, \r
       std::string cur;

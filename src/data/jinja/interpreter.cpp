@@ -8,7 +8,8 @@
 namespace sf::jinja {
 
 Template::Template(std::string source, std::string name)
-    : source_(std::move(source)), name_(std::move(name)),
+    : source_(std::move(source)),
+      name_(std::move(name)),
       body_(std::make_shared<const Body>(parse(source_, name_))) {}
 
 std::string Template::render(const Value& context) const {
@@ -63,8 +64,8 @@ void Interpreter::assign(const std::vector<std::string>& targets, const Value& v
   }
   List items = v.iterate();
   if (items.size() != targets.size())
-    throw LinelessError(sf::str_cat("cannot unpack ", items.size(), " value(s) into ", targets.size(),
-                                    " names"));
+    throw LinelessError(
+        sf::str_cat("cannot unpack ", items.size(), " value(s) into ", targets.size(), " names"));
   for (size_t i = 0; i < targets.size(); ++i) frames_.back()[targets[i]] = items[i];
 }
 
@@ -79,10 +80,17 @@ Interpreter::Flow Interpreter::exec(const Body& body) {
 Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
   try {
     switch (s.kind) {
-      case StmtKind::kText: *out_ += s.text; break;
-      case StmtKind::kPrint: *out_ += eval(*s.expr).to_str(); break;
-      case StmtKind::kIf: return exec(eval(*s.expr).truthy() ? s.body : s.else_body);
-      case StmtKind::kFor: exec_for(s); break;
+      case StmtKind::kText:
+        *out_ += s.text;
+        break;
+      case StmtKind::kPrint:
+        *out_ += eval(*s.expr).to_str();
+        break;
+      case StmtKind::kIf:
+        return exec(eval(*s.expr).truthy() ? s.body : s.else_body);
+      case StmtKind::kFor:
+        exec_for(s);
+        break;
       case StmtKind::kSet: {
         Value v = eval(*s.expr);
         if (s.text.empty()) {
@@ -94,12 +102,17 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
           throw LinelessError("cannot assign attribute '" + s.text + "' on '" + s.targets[0] +
                               "': only namespace() objects take attribute assignment");
         if (!s.text.empty() && s.text[0] == '_')
-          throw LinelessError("chat templates cannot store underscore-prefixed attributes on a namespace");
+          throw LinelessError(
+              "chat templates cannot store underscore-prefixed attributes on a namespace");
         ns.dict().set(Value(s.text), v);
         break;
       }
-      case StmtKind::kSetBlock: assign(s.targets, Value(render_body(s.body))); break;
-      case StmtKind::kMacro: frames_.back()[s.text] = make_macro(s, s.text); break;
+      case StmtKind::kSetBlock:
+        assign(s.targets, Value(render_body(s.body)));
+        break;
+      case StmtKind::kMacro:
+        frames_.back()[s.text] = make_macro(s, s.text);
+        break;
       case StmtKind::kCallBlock: {
         Value caller = make_macro(s, "caller");
         *out_ += eval_call(*s.expr, &caller).to_str();
@@ -120,9 +133,12 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
         *out_ += v.to_str();
         break;
       }
-      case StmtKind::kBreak: return Flow::kBreak;
-      case StmtKind::kContinue: return Flow::kContinue;
-      case StmtKind::kGeneration: return exec(s.body);
+      case StmtKind::kBreak:
+        return Flow::kBreak;
+      case StmtKind::kContinue:
+        return Flow::kContinue;
+      case StmtKind::kGeneration:
+        return exec(s.body);
     }
   } catch (const LinelessError& e) {
     fail(s.line, e.what());
@@ -168,9 +184,9 @@ void Interpreter::exec_for(const Stmt& s) {
     loop.set("previtem", i > 0 ? items[i - 1] : Value::undefined("there is no previous item"));
     loop.set("nextitem", i + 1 < n ? items[i + 1] : Value::undefined("there is no next item"));
     loop.set("cycle", Value::func("loop.cycle", [i](CallArgs& a) -> Value {
-      if (a.pos.empty()) throw LinelessError("no items for cycling given");
-      return a.pos[i % a.pos.size()];
-    }));
+               if (a.pos.empty()) throw LinelessError("no items for cycling given");
+               return a.pos[i % a.pos.size()];
+             }));
     frames_.back()["loop"] = Value::dict(std::move(loop), Value::Kind::kObject);
     Flow f = exec(s.body);
     if (f == Flow::kBreak) break;
@@ -192,16 +208,20 @@ Value Interpreter::make_macro(const Stmt& m, const std::string& name) {
     Frame local;
     size_t np = m.params.size();
     if (a.pos.size() > np && !m.uses_varargs)
-      throw LinelessError(sf::str_cat("macro '", name, "' takes not more than ", np, " argument(s)"));
+      throw LinelessError(
+          sf::str_cat("macro '", name, "' takes not more than ", np, " argument(s)"));
     List varargs(a.pos.begin() + std::min(np, a.pos.size()), a.pos.end());
     Dict kwargs;
     for (const auto& [k, v] : a.kw) {
       bool is_param = false;
       for (const auto& p : m.params) is_param |= p.first == k;
       if (is_param) continue;
-      if (k == "caller" && m.uses_caller) local["caller"] = v;
-      else if (m.uses_kwargs) kwargs.set(Value(k), v);
-      else throw LinelessError("macro '" + name + "' takes no keyword argument '" + k + "'");
+      if (k == "caller" && m.uses_caller)
+        local["caller"] = v;
+      else if (m.uses_kwargs)
+        kwargs.set(Value(k), v);
+      else
+        throw LinelessError("macro '" + name + "' takes no keyword argument '" + k + "'");
     }
     // Run in the scope the macro was defined in, plus its own frame.
     std::vector<Frame> hidden(frames_.begin() + std::min(depth, frames_.size()), frames_.end());
@@ -262,8 +282,10 @@ Value Interpreter::eval(const Node& n) {
 
 Value Interpreter::eval_inner(const Node& n) {
   switch (n.kind) {
-    case NodeKind::kConst: return n.value;
-    case NodeKind::kName: return lookup(n.name);
+    case NodeKind::kConst:
+      return n.value;
+    case NodeKind::kName:
+      return lookup(n.name);
     case NodeKind::kList:
     case NodeKind::kTuple: {
       List l;
@@ -272,16 +294,20 @@ Value Interpreter::eval_inner(const Node& n) {
     }
     case NodeKind::kDict: {
       Dict d;
-      for (size_t i = 0; i + 1 < n.kids.size(); i += 2) d.set(eval(*n.kids[i]), eval(*n.kids[i + 1]));
+      for (size_t i = 0; i + 1 < n.kids.size(); i += 2)
+        d.set(eval(*n.kids[i]), eval(*n.kids[i + 1]));
       return Value::dict(std::move(d));
     }
-    case NodeKind::kAttr: return get_attr(eval(*n.kids[0]), n.name);
-    case NodeKind::kItem: return get_item(eval(*n.kids[0]), eval(*n.kids[1]));
+    case NodeKind::kAttr:
+      return get_attr(eval(*n.kids[0]), n.name);
+    case NodeKind::kItem:
+      return get_item(eval(*n.kids[0]), eval(*n.kids[1]));
     case NodeKind::kSlice: {
       auto part = [&](size_t i) { return n.kids[i] ? eval(*n.kids[i]) : Value::none(); };
       return get_slice(eval(*n.kids[0]), part(1), part(2), part(3));
     }
-    case NodeKind::kCall: return eval_call(n, nullptr);
+    case NodeKind::kCall:
+      return eval_call(n, nullptr);
     case NodeKind::kFilter:
     case NodeKind::kTest: {
       bool filter = n.kind == NodeKind::kFilter;
@@ -292,13 +318,15 @@ Value Interpreter::eval_inner(const Node& n) {
       if (filter) return apply_filter(n.name, subject, a);
       return Value(apply_test(n.name, subject, a) != n.negated);
     }
-    case NodeKind::kNeg: return negate(eval(*n.kids[0]));
+    case NodeKind::kNeg:
+      return negate(eval(*n.kids[0]));
     case NodeKind::kPos: {
       Value v = eval(*n.kids[0]);
       if (!v.is_number()) v.require_defined(), throw LinelessError("bad operand type for unary +");
       return v;
     }
-    case NodeKind::kNot: return Value(!eval(*n.kids[0]).truthy());
+    case NodeKind::kNot:
+      return Value(!eval(*n.kids[0]).truthy());
     case NodeKind::kAnd: {
       Value l = eval(*n.kids[0]);
       return l.truthy() ? eval(*n.kids[1]) : l;
@@ -319,10 +347,14 @@ Value Interpreter::eval_inner(const Node& n) {
         Value r = eval(*n.kids[i + 1]);
         const std::string& op = n.ops[i];
         bool ok;
-        if (op == "==") ok = equals(l, r);
-        else if (op == "!=") ok = !equals(l, r);
-        else if (op == "in") ok = contains(r, l);
-        else if (op == "notin") ok = !contains(r, l);
+        if (op == "==")
+          ok = equals(l, r);
+        else if (op == "!=")
+          ok = !equals(l, r);
+        else if (op == "in")
+          ok = contains(r, l);
+        else if (op == "notin")
+          ok = !contains(r, l);
         else {
           int c = compare(l, r, op.c_str());
           ok = op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0;

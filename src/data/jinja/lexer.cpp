@@ -1,6 +1,7 @@
 // defines: sf::jinja::lex (see lexer.h); follows jinja2's lexer (jinja2/lexer.py) rule by rule.
 #include "data/jinja/lexer.h"
 
+#include <cctype>
 #include <charconv>
 #include <cstring>
 
@@ -23,9 +24,7 @@ bool all_space(const std::string& s, size_t from) {
   return true;
 }
 
-std::string rstrip_all(const std::string& s) {
-  return text::strip(s, std::nullopt, false, true);
-}
+std::string rstrip_all(const std::string& s) { return text::strip(s, std::nullopt, false, true); }
 
 // Python's "unicode-escape" decoding of a string literal body (unknown escapes stay as written).
 std::string unescape(const std::string& s) {
@@ -46,17 +45,38 @@ std::string unescape(const std::string& s) {
       return true;
     };
     switch (c) {
-      case 'n': o += '\n'; break;
-      case 't': o += '\t'; break;
-      case 'r': o += '\r'; break;
-      case '\\': o += '\\'; break;
-      case '\'': o += '\''; break;
-      case '"': o += '"'; break;
-      case 'a': o += '\a'; break;
-      case 'b': o += '\b'; break;
-      case 'f': o += '\f'; break;
-      case 'v': o += '\v'; break;
-      case '\n': break;  // line continuation
+      case 'n':
+        o += '\n';
+        break;
+      case 't':
+        o += '\t';
+        break;
+      case 'r':
+        o += '\r';
+        break;
+      case '\\':
+        o += '\\';
+        break;
+      case '\'':
+        o += '\'';
+        break;
+      case '"':
+        o += '"';
+        break;
+      case 'a':
+        o += '\a';
+        break;
+      case 'b':
+        o += '\b';
+        break;
+      case 'f':
+        o += '\f';
+        break;
+      case 'v':
+        o += '\v';
+        break;
+      case '\n':
+        break;  // line continuation
       case 'x':
         if (!hex(2)) throw LinelessError("truncated \\xXX escape");
         break;
@@ -70,7 +90,8 @@ std::string unescape(const std::string& s) {
         if (c >= '0' && c <= '7') {
           uint32_t v = 0;
           int n = 0;
-          while (n < 3 && i < s.size() && s[i] >= '0' && s[i] <= '7') v = v * 8 + (s[i++] - '0'), ++n;
+          while (n < 3 && i < s.size() && s[i] >= '0' && s[i] <= '7')
+            v = v * 8 + (s[i++] - '0'), ++n;
           --i;
           o += text::encode(static_cast<char32_t>(v));
         } else if (c == 'N') {
@@ -84,8 +105,8 @@ std::string unescape(const std::string& s) {
   return o;
 }
 
-const char* const kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~",
-                            "[", "]", "(", ")", "{", "}", ">", "<", "=", ".", ":", "|", ",", ";"};
+const char* const kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
+                            "]",  "(",  ")",  "{",  "}",  ">",  "<", "=", ".", ":", "|", ",", ";"};
 
 }  // namespace
 
@@ -169,11 +190,13 @@ std::vector<Token> lex(const std::string& source, const std::string& name) {
     out.push_back({kind == '%' ? TokenKind::kBlockBegin : TokenKind::kVarBegin, "", tag_line});
     int balance = 0;
     while (true) {
-      while (pos < n && (src[pos] == ' ' || src[pos] == '\t' || src[pos] == '\n' || src[pos] == '\r'))
+      while (pos < n &&
+             (src[pos] == ' ' || src[pos] == '\t' || src[pos] == '\n' || src[pos] == '\r'))
         line += src[pos++] == '\n';
       if (pos >= n)
-        fail(name, tag_line, kind == '%' ? "unterminated block tag '{%' (missing '%}')"
-                                         : "unterminated expression '{{' (missing '}}')");
+        fail(name, tag_line,
+             kind == '%' ? "unterminated block tag '{%' (missing '%}')"
+                         : "unterminated expression '{{' (missing '}}')");
       const char* close = kind == '%' ? "%}" : "}}";
       if (balance == 0) {
         bool minus = at(pos, "-") && at(pos + 1, close);
@@ -196,7 +219,8 @@ std::vector<Token> lex(const std::string& source, const std::string& name) {
         bool is_float = false;
         auto digits = [&] {
           while (e < n && (std::isdigit(static_cast<unsigned char>(src[e])) ||
-                           (src[e] == '_' && e + 1 < n && std::isdigit(static_cast<unsigned char>(src[e + 1])))))
+                           (src[e] == '_' && e + 1 < n &&
+                            std::isdigit(static_cast<unsigned char>(src[e + 1])))))
             ++e;
         };
         digits();

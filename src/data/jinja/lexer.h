@@ -9,8 +9,19 @@
 
 namespace sf::jinja {
 
-enum class TokenKind { kText, kBlockBegin, kBlockEnd, kVarBegin, kVarEnd, kName, kString, kInt,
-                       kFloat, kOp, kEof };
+enum class TokenKind {
+  kText,
+  kBlockBegin,
+  kBlockEnd,
+  kVarBegin,
+  kVarEnd,
+  kName,
+  kString,
+  kInt,
+  kFloat,
+  kOp,
+  kEof
+};
 
 struct Token {
   TokenKind kind;

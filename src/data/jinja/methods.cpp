@@ -1,6 +1,7 @@
 // defines: get_method — the Python methods of str, dict and list that templates call, bound to
 // their receiver (see builtins.h). Methods that mutate are refused, as jinja2's
 // ImmutableSandboxedEnvironment refuses them.
+#include <cctype>
 #include <optional>
 
 #include "data/jinja/builtins.h"
@@ -26,10 +27,12 @@ int64_t opt_int(const Value& v, int64_t def) {
 // startswith/endswith take a string or a tuple of strings.
 bool affix(const std::string& s, const Value& arg, bool start) {
   auto one = [&](const Value& p) {
-    if (!p.is_string()) throw LinelessError("startswith/endswith first arg must be str or a tuple of str");
+    if (!p.is_string())
+      throw LinelessError("startswith/endswith first arg must be str or a tuple of str");
     const std::string& x = p.str();
     if (x.size() > s.size()) return false;
-    return start ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
+    return start ? s.compare(0, x.size(), x) == 0
+                 : s.compare(s.size() - x.size(), x.size(), x) == 0;
   };
   if (arg.kind() == Value::Kind::kTuple) {
     for (const auto& p : arg.items())
@@ -40,7 +43,9 @@ bool affix(const std::string& s, const Value& arg, bool start) {
 }
 
 Value str_method(const std::string& s, const std::string& name, CallArgs& a) {
-  auto n = [&](size_t max_pos, std::vector<std::string> kws = {}) { a.check("str." + name, max_pos, kws); };
+  auto n = [&](size_t max_pos, std::vector<std::string> kws = {}) {
+    a.check("str." + name, max_pos, kws);
+  };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     n(1);
     return Value(text::strip(s, opt_str(a.get(0, ""), name), name != "rstrip", name != "lstrip"));
@@ -51,7 +56,8 @@ Value str_method(const std::string& s, const std::string& name, CallArgs& a) {
     if (name == "rsplit" && maxsplit >= 0)
       throw LinelessError("unsupported construct: str.rsplit with maxsplit");
     List l;
-    for (auto& part : text::split(s, opt_str(a.get(0, "sep"), "sep"), maxsplit)) l.emplace_back(part);
+    for (auto& part : text::split(s, opt_str(a.get(0, "sep"), "sep"), maxsplit))
+      l.emplace_back(part);
     return Value::list(std::move(l));
   }
   if (name == "startswith" || name == "endswith") {
@@ -78,11 +84,14 @@ Value str_method(const std::string& s, const std::string& name, CallArgs& a) {
     if (!sub.is_string()) throw LinelessError(name + "() argument must be str");
     if (name == "find") {
       size_t f = s.find(sub.str());
-      return Value(f == std::string::npos ? int64_t{-1} : static_cast<int64_t>(text::length(s.substr(0, f))));
+      return Value(f == std::string::npos ? int64_t{-1}
+                                          : static_cast<int64_t>(text::length(s.substr(0, f))));
     }
     if (sub.str().empty()) return Value(static_cast<int64_t>(text::length(s) + 1));
     int64_t c = 0;
-    for (size_t p = s.find(sub.str()); p != std::string::npos; p = s.find(sub.str(), p + sub.str().size())) ++c;
+    for (size_t p = s.find(sub.str()); p != std::string::npos;
+         p = s.find(sub.str(), p + sub.str().size()))
+      ++c;
     return Value(c);
   }
   if (name == "join") {
@@ -90,7 +99,8 @@ Value str_method(const std::string& s, const std::string& name, CallArgs& a) {
     std::string o;
     bool first = true;
     for (const auto& e : a.get(0, "").iterate()) {
-      if (!e.is_string()) throw LinelessError("sequence item: expected str instance, " + e.type_name() + " found");
+      if (!e.is_string())
+        throw LinelessError("sequence item: expected str instance, " + e.type_name() + " found");
       o += (first ? "" : s) + e.str();
       first = false;
     }
@@ -131,9 +141,12 @@ Value dict_method(const Value& d, const std::string& name, CallArgs& a) {
   a.check("dict." + name, 0, {});
   List l;
   for (const auto& [k, v] : d.dict().entries) {
-    if (name == "keys") l.push_back(k);
-    else if (name == "values") l.push_back(v);
-    else l.push_back(Value::list({k, v}, true));
+    if (name == "keys")
+      l.push_back(k);
+    else if (name == "values")
+      l.push_back(v);
+    else
+      l.push_back(Value::list({k, v}, true));
   }
   return Value::list(std::move(l));
 }
@@ -159,7 +172,8 @@ bool in(const std::string& name, std::initializer_list<const char*> names) {
 Value refused(const Value& obj, const std::string& name) {
   std::string what = obj.type_name() + "." + name;
   return Value::func(what, [what](CallArgs&) -> Value {
-    throw LinelessError("access to '" + what + "' is unsafe: the sandbox refuses methods that modify values");
+    throw LinelessError("access to '" + what +
+                        "' is unsafe: the sandbox refuses methods that modify values");
   });
 }
 
@@ -167,26 +181,29 @@ Value refused(const Value& obj, const std::string& name) {
 
 Value get_method(const Value& obj, const std::string& name) {
   if (obj.is_string()) {
-    if (in(name, {"strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "upper",
-                  "lower", "title", "capitalize", "replace", "find", "count", "join", "isupper",
-                  "islower", "isdigit", "isspace", "isalpha", "isalnum", "removeprefix",
-                  "removesuffix"})) {
+    if (in(name, {"strip",    "lstrip",  "rstrip",  "split",        "rsplit",      "startswith",
+                  "endswith", "upper",   "lower",   "title",        "capitalize",  "replace",
+                  "find",     "count",   "join",    "isupper",      "islower",     "isdigit",
+                  "isspace",  "isalpha", "isalnum", "removeprefix", "removesuffix"})) {
       std::string s = obj.str();
       return Value::func("str." + name, [s, name](CallArgs& a) { return str_method(s, name, a); });
     }
-    if (in(name, {"format", "format_map", "splitlines", "center", "ljust", "rjust", "zfill", "encode",
-                  "partition", "rpartition", "index", "rfind", "rindex", "swapcase", "casefold",
-                  "expandtabs", "translate", "isnumeric", "isdecimal", "istitle", "isidentifier",
-                  "isprintable", "isascii"}))
+    if (in(name,
+           {"format",    "format_map", "splitlines",   "center",      "ljust",     "rjust",
+            "zfill",     "encode",     "partition",    "rpartition",  "index",     "rfind",
+            "rindex",    "swapcase",   "casefold",     "expandtabs",  "translate", "isnumeric",
+            "isdecimal", "istitle",    "isidentifier", "isprintable", "isascii"}))
       throw LinelessError("unsupported construct: str." + name);
   } else if (obj.is_mapping()) {
     if (in(name, {"get", "keys", "values", "items"}))
-      return Value::func("dict." + name, [obj, name](CallArgs& a) { return dict_method(obj, name, a); });
+      return Value::func("dict." + name,
+                         [obj, name](CallArgs& a) { return dict_method(obj, name, a); });
     if (in(name, {"pop", "popitem", "setdefault", "update", "clear"})) return refused(obj, name);
     if (in(name, {"copy", "fromkeys"})) throw LinelessError("unsupported construct: dict." + name);
   } else if (obj.is_sequence()) {
     if (in(name, {"index", "count"}))
-      return Value::func("list." + name, [obj, name](CallArgs& a) { return list_method(obj, name, a); });
+      return Value::func("list." + name,
+                         [obj, name](CallArgs& a) { return list_method(obj, name, a); });
     if (in(name, {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"}))
       return refused(obj, name);
     if (name == "copy") throw LinelessError("unsupported construct: list.copy");

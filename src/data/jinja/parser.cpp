@@ -16,8 +16,9 @@ Body Parser::parse_body(const std::vector<std::string>& ends, std::string* ended
       if (ends.empty()) return body;
       std::string want;
       for (const auto& e : ends) want += (want.empty() ? "'" : " or '") + e + "'";
-      fail(open_line, sf::str_cat("unterminated '", opener, "' block: reached the end of the template ",
-                                  "looking for ", want));
+      fail(open_line,
+           sf::str_cat("unterminated '", opener, "' block: reached the end of the template ",
+                       "looking for ", want));
     }
     if (tok.kind == TK::kText) {
       auto s = std::make_shared<Stmt>();
@@ -36,7 +37,8 @@ Body Parser::parse_body(const std::vector<std::string>& ends, std::string* ended
       body.push_back(s);
     } else if (tok.kind == TK::kBlockBegin) {
       const Token& tag = peek(1);
-      if (tag.kind != TK::kName) fail(tag.line, "expected a tag name after '{%', got " + describe(tag));
+      if (tag.kind != TK::kName)
+        fail(tag.line, "expected a tag name after '{%', got " + describe(tag));
       for (const auto& e : ends)
         if (tag.text == e) {
           next();
@@ -71,7 +73,8 @@ StmtPtr Parser::parse_stmt() {
   if (n == "for") {
     s->kind = StmtKind::kFor;
     s->targets = parse_targets(false);
-    if (!is_name("in")) fail(cur().line, "expected 'in' in the for statement, got " + describe(cur()));
+    if (!is_name("in"))
+      fail(cur().line, "expected 'in' in the for statement, got " + describe(cur()));
     next();
     s->expr = parse_tuple(false, false);
     if (is_name("if")) {

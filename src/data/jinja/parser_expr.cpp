@@ -21,7 +21,8 @@ NodePtr Parser::parse_tuple(bool with_condexpr, bool explicit_parens) {
     items.push_back(parse_expr(with_condexpr));
   }
   if (!comma && items.size() == 1) return items[0];
-  if (items.empty() && !explicit_parens) fail(line, "expected an expression, got " + describe(cur()));
+  if (items.empty() && !explicit_parens)
+    fail(line, "expected an expression, got " + describe(cur()));
   auto n = make(NodeKind::kTuple, line);
   n->kids = std::move(items);
   return n;
@@ -164,9 +165,12 @@ NodePtr Parser::parse_primary() {
   auto n = make(NodeKind::kConst, tok.line);
   switch (tok.kind) {
     case TK::kName:
-      if (tok.text == "true" || tok.text == "True") n->value = Value(true);
-      else if (tok.text == "false" || tok.text == "False") n->value = Value(false);
-      else if (tok.text == "none" || tok.text == "None") n->value = Value::none();
+      if (tok.text == "true" || tok.text == "True")
+        n->value = Value(true);
+      else if (tok.text == "false" || tok.text == "False")
+        n->value = Value(false);
+      else if (tok.text == "none" || tok.text == "None")
+        n->value = Value::none();
       else {
         n->kind = NodeKind::kName;
         n->name = tok.text;
@@ -179,8 +183,12 @@ NodePtr Parser::parse_primary() {
       n->value = Value(s);
       return n;
     }
-    case TK::kInt: n->value = Value(tok.ival); return n;
-    case TK::kFloat: n->value = Value(tok.fval); return n;
+    case TK::kInt:
+      n->value = Value(tok.ival);
+      return n;
+    case TK::kFloat:
+      n->value = Value(tok.fval);
+      return n;
     case TK::kOp:
       if (tok.text == "(") {
         NodePtr e = parse_tuple(true, true);
@@ -206,7 +214,8 @@ NodePtr Parser::parse_primary() {
         return n;
       }
       break;
-    default: break;
+    default:
+      break;
   }
   fail(tok.line, "unexpected " + describe(tok) + " in an expression");
 }
@@ -269,7 +278,8 @@ void Parser::parse_call_args(Node& n) {
       if (is_op(")")) break;
     }
     first = false;
-    if (is_op("*") || is_op("**")) fail(cur().line, "unsupported construct: *args / **kwargs in a call");
+    if (is_op("*") || is_op("**"))
+      fail(cur().line, "unsupported construct: *args / **kwargs in a call");
     if (cur().kind == TK::kName && is_op("=", 1)) {
       std::string k = next().text;
       next();
@@ -291,10 +301,14 @@ NodePtr Parser::parse_call(NodePtr callee) {
 
 NodePtr Parser::parse_filter_expr(NodePtr n) {
   while (true) {
-    if (is_op("|")) n = parse_filter(n, false);
-    else if (is_name("is")) n = parse_test(n);
-    else if (is_op("(")) n = parse_call(n);
-    else return n;
+    if (is_op("|"))
+      n = parse_filter(n, false);
+    else if (is_name("is"))
+      n = parse_test(n);
+    else if (is_op("("))
+      n = parse_call(n);
+    else
+      return n;
   }
 }
 

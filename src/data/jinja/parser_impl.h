@@ -41,13 +41,20 @@ class Parser {
   }
   static std::string describe(const Token& tok) {
     switch (tok.kind) {
-      case TK::kBlockEnd: return "'%}'";
-      case TK::kVarEnd: return "'}}'";
-      case TK::kEof: return "end of template";
-      case TK::kText: return "template text";
-      case TK::kBlockBegin: return "'{%'";
-      case TK::kVarBegin: return "'{{'";
-      default: return "'" + tok.text + "'";
+      case TK::kBlockEnd:
+        return "'%}'";
+      case TK::kVarEnd:
+        return "'}}'";
+      case TK::kEof:
+        return "end of template";
+      case TK::kText:
+        return "template text";
+      case TK::kBlockBegin:
+        return "'{%'";
+      case TK::kVarBegin:
+        return "'{{'";
+      default:
+        return "'" + tok.text + "'";
     }
   }
   void expect_op(const char* op) {
@@ -55,7 +62,8 @@ class Parser {
     next();
   }
   void expect(TK kind, const char* what) {
-    if (cur().kind != kind) fail(cur().line, sf::str_cat("expected ", what, ", got ", describe(cur())));
+    if (cur().kind != kind)
+      fail(cur().line, sf::str_cat("expected ", what, ", got ", describe(cur())));
     next();
   }
   std::string expect_name() {
@@ -73,8 +81,8 @@ class Parser {
   // ---- statements ----
 
   // Parses until a block tag named in `ends`; consumes `{% <end>` and stores the end name.
-  Body parse_body(const std::vector<std::string>& ends, std::string* ended, const std::string& opener,
-                  int open_line);
+  Body parse_body(const std::vector<std::string>& ends, std::string* ended,
+                  const std::string& opener, int open_line);
   StmtPtr parse_stmt();
   void parse_if(Stmt& s);
   std::vector<std::string> parse_targets(bool allow_attr);

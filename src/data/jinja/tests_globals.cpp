@@ -68,7 +68,8 @@ const std::unordered_map<std::string, TestFn>& tests() {
       if (v.kind() != o.kind()) return false;
       if (v.is_none() || v.is_undefined()) return true;
       if (v.kind() == K::kBool) return v.as_int() == o.as_int();
-      if (v.kind() == K::kInt) return v.as_int() == o.as_int() && v.as_int() >= -5 && v.as_int() <= 256;
+      if (v.kind() == K::kInt)
+        return v.as_int() == o.as_int() && v.as_int() >= -5 && v.as_int() <= 256;
       if (v.is_sequence()) return &v.items() == &o.items();
       if (v.has_attrs()) return &v.dict() == &o.dict();
       throw LinelessError("unsupported construct: 'sameas' on " + v.type_name());
@@ -96,25 +97,27 @@ bool apply_test(const std::string& name, const Value& subject, CallArgs& args) {
 Dict make_globals() {
   Dict g;
   g.set(Value("range"), Value::func("range", [](CallArgs& a) -> Value {
-    a.check("range", 3, {});
-    for (const auto& v : a.pos)
-      if (v.kind() != K::kInt && v.kind() != K::kBool)
-        throw LinelessError("range() arguments must be integers, got " + v.type_name());
-    if (a.pos.empty()) throw LinelessError("range expected at least 1 argument, got 0");
-    int64_t start = a.pos.size() > 1 ? a.pos[0].as_int() : 0;
-    int64_t stop = a.pos.size() > 1 ? a.pos[1].as_int() : a.pos[0].as_int();
-    int64_t step = a.pos.size() > 2 ? a.pos[2].as_int() : 1;
-    if (step == 0) throw LinelessError("range() arg 3 must not be zero");
-    List l;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (l.size() >= 100000) throw LinelessError("range too big: the sandbox allows at most 100000 items");
-      l.emplace_back(i);
-    }
-    return Value::list(std::move(l));
-  }));
+          a.check("range", 3, {});
+          for (const auto& v : a.pos)
+            if (v.kind() != K::kInt && v.kind() != K::kBool)
+              throw LinelessError("range() arguments must be integers, got " + v.type_name());
+          if (a.pos.empty()) throw LinelessError("range expected at least 1 argument, got 0");
+          int64_t start = a.pos.size() > 1 ? a.pos[0].as_int() : 0;
+          int64_t stop = a.pos.size() > 1 ? a.pos[1].as_int() : a.pos[0].as_int();
+          int64_t step = a.pos.size() > 2 ? a.pos[2].as_int() : 1;
+          if (step == 0) throw LinelessError("range() arg 3 must not be zero");
+          List l;
+          for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+            if (l.size() >= 100000)
+              throw LinelessError("range too big: the sandbox allows at most 100000 items");
+            l.emplace_back(i);
+          }
+          return Value::list(std::move(l));
+        }));
   auto make_dict = [](CallArgs& a, const char* fn) {
     Dict d;
-    if (a.pos.size() > 1) throw LinelessError(std::string(fn) + "() takes at most 1 positional argument");
+    if (a.pos.size() > 1)
+      throw LinelessError(std::string(fn) + "() takes at most 1 positional argument");
     if (!a.pos.empty()) {
       const Value& src = a.pos[0];
       if (src.has_attrs()) {
@@ -122,7 +125,8 @@ Dict make_globals() {
       } else {
         for (const auto& pair : src.iterate()) {
           List kv = pair.iterate();
-          if (kv.size() != 2) throw LinelessError(std::string(fn) + "(): sequence elements must be pairs");
+          if (kv.size() != 2)
+            throw LinelessError(std::string(fn) + "(): sequence elements must be pairs");
           d.set(kv[0], kv[1]);
         }
       }
@@ -130,28 +134,33 @@ Dict make_globals() {
     for (const auto& [k, v] : a.kw) d.set(Value(k), v);
     return d;
   };
-  g.set(Value("dict"), Value::func("dict", [make_dict](CallArgs& a) { return Value::dict(make_dict(a, "dict")); }));
+  g.set(Value("dict"), Value::func("dict", [make_dict](CallArgs& a) {
+          return Value::dict(make_dict(a, "dict"));
+        }));
   g.set(Value("namespace"), Value::func("namespace", [make_dict](CallArgs& a) {
-    Dict d = make_dict(a, "namespace");
-    for (const auto& [k, v] : d.entries)
-      if (k.is_string() && !k.str().empty() && k.str()[0] == '_')
-        throw LinelessError("chat templates cannot store underscore-prefixed attributes on a namespace, but got '" +
-                            k.str() + "'");
-    return Value::dict(std::move(d), K::kNamespace);
-  }));
+          Dict d = make_dict(a, "namespace");
+          for (const auto& [k, v] : d.entries)
+            if (k.is_string() && !k.str().empty() && k.str()[0] == '_')
+              throw LinelessError(
+                  "chat templates cannot store underscore-prefixed attributes on a namespace, but "
+                  "got '" +
+                  k.str() + "'");
+          return Value::dict(std::move(d), K::kNamespace);
+        }));
   g.set(Value("raise_exception"), Value::func("raise_exception", [](CallArgs& a) -> Value {
-    throw RaisedError(a.get(0, "message").to_str());
-  }));
+          throw RaisedError(a.get(0, "message").to_str());
+        }));
   g.set(Value("strftime_now"), Value::func("strftime_now", [](CallArgs& a) -> Value {
-    std::string fmt = a.get(0, "format").to_str();
-    std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&now, &tm);
-    char buf[512];
-    size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &tm);
-    if (n == 0 && !fmt.empty()) throw LinelessError("strftime_now: format produced no output or is too long");
-    return Value(std::string(buf, n));
-  }));
+          std::string fmt = a.get(0, "format").to_str();
+          std::time_t now = std::time(nullptr);
+          std::tm tm{};
+          localtime_r(&now, &tm);
+          char buf[512];
+          size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &tm);
+          if (n == 0 && !fmt.empty())
+            throw LinelessError("strftime_now: format produced no output or is too long");
+          return Value(std::string(buf, n));
+        }));
   return g;
 }
 

@@ -62,8 +62,8 @@ size_t length(const std::string& s) {
 
 bool is_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 std::string strip(const std::string& s, const std::optional<std::string>& chars, bool left,
@@ -152,14 +152,13 @@ namespace {
 
 // Whether a code point may have case outside the ranges mapped below.
 bool unmapped_cased(char32_t c) {
-  return (c >= 0x100 && c <= 0x3FF && !(c >= 0x2B0 && c <= 0x36F)) ||
-         (c >= 0x460 && c <= 0x58F) || (c >= 0x10A0 && c <= 0x10FF) ||
-         (c >= 0x13A0 && c <= 0x13FF) || (c >= 0x1C80 && c <= 0x1CBF) ||
-         (c >= 0x1D00 && c <= 0x1FFF) || (c >= 0x2100 && c <= 0x218F) ||
-         (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x2C00 && c <= 0x2D2F) ||
-         (c >= 0xA640 && c <= 0xA7FF) || (c >= 0xAB30 && c <= 0xABBF) ||
-         (c >= 0xFB00 && c <= 0xFB4F) || (c >= 0xFF21 && c <= 0xFF5A) ||
-         (c >= 0x10400 && c <= 0x1E94F);
+  return (c >= 0x100 && c <= 0x3FF && !(c >= 0x2B0 && c <= 0x36F)) || (c >= 0x460 && c <= 0x58F) ||
+         (c >= 0x10A0 && c <= 0x10FF) || (c >= 0x13A0 && c <= 0x13FF) ||
+         (c >= 0x1C80 && c <= 0x1CBF) || (c >= 0x1D00 && c <= 0x1FFF) ||
+         (c >= 0x2100 && c <= 0x218F) || (c >= 0x24B6 && c <= 0x24E9) ||
+         (c >= 0x2C00 && c <= 0x2D2F) || (c >= 0xA640 && c <= 0xA7FF) ||
+         (c >= 0xAB30 && c <= 0xABBF) || (c >= 0xFB00 && c <= 0xFB4F) ||
+         (c >= 0xFF21 && c <= 0xFF5A) || (c >= 0x10400 && c <= 0x1E94F);
 }
 
 void check_mappable(char32_t c) {
@@ -285,11 +284,10 @@ bool printable(char32_t c) {
   if (c < 0x20 || c == 0x7F) return false;
   if (c < 0x7F) return true;
   return !((c >= 0x80 && c <= 0xA0) || c == 0xAD || (c >= 0x600 && c <= 0x605) || c == 0x61C ||
-           c == 0x6DD || c == 0x70F || c == 0x180E || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) ||
-           (c >= 0x205F && c <= 0x206F) || c == 0x3000 || (c >= 0xD800 && c <= 0xF8FF) ||
-           c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB) || (c >= 0xE0000 && c <= 0xE007F) ||
-           c >= 0xF0000);
+           c == 0x6DD || c == 0x70F || c == 0x180E || c == 0x1680 || (c >= 0x2000 && c <= 0x200F) ||
+           (c >= 0x2028 && c <= 0x202F) || (c >= 0x205F && c <= 0x206F) || c == 0x3000 ||
+           (c >= 0xD800 && c <= 0xF8FF) || c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB) ||
+           (c >= 0xE0000 && c <= 0xE007F) || c >= 0xF0000);
 }
 }  // namespace
 
@@ -299,16 +297,25 @@ std::string string_repr(const std::string& s) {
   std::string o(1, q);
   char buf[16];
   for (char32_t c : decode(s)) {
-    if (c == '\\') o += "\\\\";
-    else if (c == static_cast<char32_t>(q)) o += std::string("\\") + q;
-    else if (c == '\n') o += "\\n";
-    else if (c == '\r') o += "\\r";
-    else if (c == '\t') o += "\\t";
-    else if (printable(c)) o += encode(c);
+    if (c == '\\')
+      o += "\\\\";
+    else if (c == static_cast<char32_t>(q))
+      o += std::string("\\") + q;
+    else if (c == '\n')
+      o += "\\n";
+    else if (c == '\r')
+      o += "\\r";
+    else if (c == '\t')
+      o += "\\t";
+    else if (printable(c))
+      o += encode(c);
     else {
-      if (c < 0x100) std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
-      else if (c < 0x10000) std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-      else std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
+      if (c < 0x100)
+        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
+      else if (c < 0x10000)
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      else
+        std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
       o += buf;
     }
   }
@@ -320,14 +327,29 @@ std::string json_string(const std::string& s, bool ensure_ascii) {
   char buf[16];
   for (char32_t c : decode(s)) {
     switch (c) {
-      case '"': o += "\\\""; continue;
-      case '\\': o += "\\\\"; continue;
-      case '\n': o += "\\n"; continue;
-      case '\r': o += "\\r"; continue;
-      case '\t': o += "\\t"; continue;
-      case '\b': o += "\\b"; continue;
-      case '\f': o += "\\f"; continue;
-      default: break;
+      case '"':
+        o += "\\\"";
+        continue;
+      case '\\':
+        o += "\\\\";
+        continue;
+      case '\n':
+        o += "\\n";
+        continue;
+      case '\r':
+        o += "\\r";
+        continue;
+      case '\t':
+        o += "\\t";
+        continue;
+      case '\b':
+        o += "\\b";
+        continue;
+      case '\f':
+        o += "\\f";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || (ensure_ascii && c > 0x7E)) {
       if (c >= 0x10000) {

@@ -1,5 +1,5 @@
-// defines: sf::jinja::text — UTF-8 and Python str semantics the interpreter needs (len, strip, split,
-// case mapping, repr, float repr, JSON string escaping), all on UTF-8 std::string.
+// defines: sf::jinja::text — UTF-8 and Python str semantics the interpreter needs (len, strip,
+// split, case mapping, repr, float repr, JSON string escaping), all on UTF-8 std::string.
 #pragma once
 
 #include <cstdint>
@@ -19,14 +19,15 @@ size_t length(const std::string& s);  // Python len(): code points
 bool is_space(char32_t cp);  // Python str.isspace()
 
 // Python str.strip/lstrip/rstrip: `chars` absent → whitespace, else the set of code points in it.
-std::string strip(const std::string& s, const std::optional<std::string>& chars, bool left, bool right);
+std::string strip(const std::string& s, const std::optional<std::string>& chars, bool left,
+                  bool right);
 // Python str.split(sep=None, maxsplit=-1).
 std::vector<std::string> split(const std::string& s, const std::optional<std::string>& sep,
                                int64_t maxsplit);
 std::string replace(const std::string& s, const std::string& old, const std::string& repl,
                     int64_t count);
-// Case mapping. ASCII, Latin-1, Greek and Cyrillic basic letters are mapped as Python does; a string
-// holding other cased letters throws rather than risk a mapping that differs from Python's.
+// Case mapping. ASCII, Latin-1, Greek and Cyrillic basic letters are mapped as Python does; a
+// string holding other cased letters throws rather than risk a mapping that differs from Python's.
 std::string upper(const std::string& s);
 std::string lower(const std::string& s);
 std::string title(const std::string& s);       // Python str.title()

@@ -39,17 +39,22 @@ namespace {
 template <typename J>
 Value from_json_impl(const J& j) {
   switch (j.type()) {
-    case J::value_t::null: return Value::none();
-    case J::value_t::boolean: return Value(j.template get<bool>());
-    case J::value_t::number_integer: return Value(j.template get<int64_t>());
+    case J::value_t::null:
+      return Value::none();
+    case J::value_t::boolean:
+      return Value(j.template get<bool>());
+    case J::value_t::number_integer:
+      return Value(j.template get<int64_t>());
     case J::value_t::number_unsigned: {
       auto u = j.template get<uint64_t>();
       SF_CHECK(u <= static_cast<uint64_t>(INT64_MAX), "chat template input: integer ", u,
                " exceeds the interpreter's 64-bit integers");
       return Value(static_cast<int64_t>(u));
     }
-    case J::value_t::number_float: return Value(j.template get<double>());
-    case J::value_t::string: return Value(j.template get<std::string>());
+    case J::value_t::number_float:
+      return Value(j.template get<double>());
+    case J::value_t::string:
+      return Value(j.template get<std::string>());
     case J::value_t::array: {
       List l;
       for (const auto& e : j) l.push_back(from_json_impl(e));
@@ -61,7 +66,8 @@ Value from_json_impl(const J& j) {
         d.entries.emplace_back(Value(it.key()), from_json_impl(it.value()));
       return Value::dict(std::move(d));
     }
-    default: SF_FAIL("chat template input: unsupported JSON value (binary or discarded)");
+    default:
+      SF_FAIL("chat template input: unsupported JSON value (binary or discarded)");
   }
 }
 }  // namespace
@@ -72,34 +78,50 @@ Value Value::from_json(const nlohmann::ordered_json& j) { return from_json_impl(
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
+    case Kind::kNone:
+      return false;
     case Kind::kBool:
-    case Kind::kInt: return i_ != 0;
-    case Kind::kFloat: return f_ != 0;
-    case Kind::kString: return !s_.empty();
+    case Kind::kInt:
+      return i_ != 0;
+    case Kind::kFloat:
+      return f_ != 0;
+    case Kind::kString:
+      return !s_.empty();
     case Kind::kList:
-    case Kind::kTuple: return !list_->empty();
-    case Kind::kDict: return !dict_->entries.empty();
-    default: return true;
+    case Kind::kTuple:
+      return !list_->empty();
+    case Kind::kDict:
+      return !dict_->entries.empty();
+    default:
+      return true;
   }
 }
 
 std::string Value::to_str() const {
   switch (kind_) {
-    case Kind::kUndefined: return "";
-    case Kind::kString: return s_;
-    default: return repr();
+    case Kind::kUndefined:
+      return "";
+    case Kind::kString:
+      return s_;
+    default:
+      return repr();
   }
 }
 
 std::string Value::repr() const {
   switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return i_ ? "True" : "False";
-    case Kind::kInt: return std::to_string(i_);
-    case Kind::kFloat: return text::float_repr(f_);
-    case Kind::kString: return text::string_repr(s_);
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return i_ ? "True" : "False";
+    case Kind::kInt:
+      return std::to_string(i_);
+    case Kind::kFloat:
+      return text::float_repr(f_);
+    case Kind::kString:
+      return text::string_repr(s_);
     case Kind::kList:
     case Kind::kTuple: {
       bool t = kind_ == Kind::kTuple;
@@ -122,25 +144,38 @@ std::string Value::repr() const {
       if (kind_ == Kind::kObject) return "<LoopContext>";
       return o;
     }
-    case Kind::kFunc: return "<function " + s_ + ">";
+    case Kind::kFunc:
+      return "<function " + s_ + ">";
   }
   return "";
 }
 
 std::string Value::type_name() const {
   switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return "bool object";
-    case Kind::kInt: return "int object";
-    case Kind::kFloat: return "float object";
-    case Kind::kString: return "str object";
-    case Kind::kList: return "list object";
-    case Kind::kTuple: return "tuple object";
-    case Kind::kDict: return "dict object";
-    case Kind::kNamespace: return "Namespace object";
-    case Kind::kObject: return "LoopContext object";
-    case Kind::kFunc: return "function object";
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return "bool object";
+    case Kind::kInt:
+      return "int object";
+    case Kind::kFloat:
+      return "float object";
+    case Kind::kString:
+      return "str object";
+    case Kind::kList:
+      return "list object";
+    case Kind::kTuple:
+      return "tuple object";
+    case Kind::kDict:
+      return "dict object";
+    case Kind::kNamespace:
+      return "Namespace object";
+    case Kind::kObject:
+      return "LoopContext object";
+    case Kind::kFunc:
+      return "function object";
   }
   return "";
 }
@@ -152,9 +187,11 @@ const Value& Value::require_defined() const {
 
 List Value::iterate() const {
   switch (kind_) {
-    case Kind::kUndefined: return {};
+    case Kind::kUndefined:
+      return {};
     case Kind::kList:
-    case Kind::kTuple: return *list_;
+    case Kind::kTuple:
+      return *list_;
     case Kind::kDict: {
       List keys;
       for (const auto& e : dict_->entries) keys.push_back(e.first);
@@ -165,7 +202,8 @@ List Value::iterate() const {
       for (char32_t c : text::decode(s_)) chars.emplace_back(text::encode(c));
       return chars;
     }
-    default: throw LinelessError("'" + type_name() + "' is not iterable");
+    default:
+      throw LinelessError("'" + type_name() + "' is not iterable");
   }
 }
 
@@ -216,8 +254,10 @@ bool equals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case K::kUndefined:
-    case K::kNone: return true;
-    case K::kString: return a.str() == b.str();
+    case K::kNone:
+      return true;
+    case K::kString:
+      return a.str() == b.str();
     case K::kList:
     case K::kTuple: {
       if (a.items().size() != b.items().size()) return false;
@@ -233,22 +273,32 @@ bool equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    default: return &a.dict() == &b.dict();  // identity for namespaces, objects
+    default:
+      return &a.dict() == &b.dict();  // identity for namespaces, objects
   }
 }
 
 namespace {
 std::string py_type(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kNone: return "NoneType";
-    case Value::Kind::kBool: return "bool";
-    case Value::Kind::kInt: return "int";
-    case Value::Kind::kFloat: return "float";
-    case Value::Kind::kString: return "str";
-    case Value::Kind::kList: return "list";
-    case Value::Kind::kTuple: return "tuple";
-    case Value::Kind::kDict: return "dict";
-    default: return v.type_name();
+    case Value::Kind::kNone:
+      return "NoneType";
+    case Value::Kind::kBool:
+      return "bool";
+    case Value::Kind::kInt:
+      return "int";
+    case Value::Kind::kFloat:
+      return "float";
+    case Value::Kind::kString:
+      return "str";
+    case Value::Kind::kList:
+      return "list";
+    case Value::Kind::kTuple:
+      return "tuple";
+    case Value::Kind::kDict:
+      return "dict";
+    default:
+      return v.type_name();
   }
 }
 }  // namespace
@@ -261,7 +311,8 @@ int compare(const Value& a, const Value& b, const char* op) {
       return a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double() ? 1 : 0;
     return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
   }
-  if (a.is_string() && b.is_string()) return a.str().compare(b.str()) < 0 ? -1 : a.str() == b.str() ? 0 : 1;
+  if (a.is_string() && b.is_string())
+    return a.str().compare(b.str()) < 0 ? -1 : a.str() == b.str() ? 0 : 1;
   if (a.kind() == b.kind() && a.is_sequence()) {
     const auto &x = a.items(), &y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i)

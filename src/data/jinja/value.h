@@ -5,11 +5,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -41,8 +40,20 @@ using Func = std::function<Value(CallArgs&)>;
 class Value {
  public:
   // kObject: read-only attribute bag (the loop variable); kNamespace: namespace(), assignable.
-  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict,
-                    kNamespace, kObject, kFunc };
+  enum class Kind {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kTuple,
+    kDict,
+    kNamespace,
+    kObject,
+    kFunc
+  };
 
   Value() = default;  // undefined
   Value(bool b) : kind_(Kind::kBool), i_(b) {}
@@ -64,10 +75,14 @@ class Value {
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
   bool is_none() const { return kind_ == Kind::kNone; }
   bool is_string() const { return kind_ == Kind::kString; }
-  bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool; }
+  bool is_number() const {
+    return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool;
+  }
   bool is_sequence() const { return kind_ == Kind::kList || kind_ == Kind::kTuple; }
   bool is_mapping() const { return kind_ == Kind::kDict; }
-  bool has_attrs() const { return kind_ == Kind::kDict || kind_ == Kind::kNamespace || kind_ == Kind::kObject; }
+  bool has_attrs() const {
+    return kind_ == Kind::kDict || kind_ == Kind::kNamespace || kind_ == Kind::kObject;
+  }
 
   const std::string& str() const { return s_; }
   int64_t as_int() const { return i_; }
@@ -78,8 +93,8 @@ class Value {
   const std::string& name() const { return s_; }  // function name / undefined hint
 
   bool truthy() const;
-  std::string to_str() const;  // Python str(); undefined → ""
-  std::string repr() const;    // Python repr()
+  std::string to_str() const;     // Python str(); undefined → ""
+  std::string repr() const;       // Python repr()
   std::string type_name() const;  // jinja2's "'dict object'" wording, without quotes
   // Throws LinelessError(hint) when undefined (jinja2's Undefined failing on use).
   const Value& require_defined() const;
@@ -114,7 +129,7 @@ struct CallArgs {
   void check(const std::string& fn, size_t max_pos, const std::vector<std::string>& kw_names) const;
 };
 
-bool equals(const Value& a, const Value& b);                 // Python ==
+bool equals(const Value& a, const Value& b);                  // Python ==
 int compare(const Value& a, const Value& b, const char* op);  // <0, 0, >0; throws on mixed types
 
 }  // namespace sf::jinja
