@@ -21,7 +21,7 @@ int cmd_train(const std::vector<std::string>& argv) {
   Args a(argv,
          {"model", "data", "output", "steps", "batch-size", "cutoff-len", "lr", "beta1", "beta2",
           "eps", "weight-decay", "max-grad-norm", "schedule", "warmup-steps", "seed", "window",
-          "save-dtype", "tokenizer", "dataset-format", "columns", "chat-template", "loss-mask"},
+          "save-dtype", "backend", "tokenizer", "dataset-format", "columns", "chat-template", "loss-mask"},
          {"shuffle", "packing", "skip-malformed", "no-cache"}, "train");
   TrainConfig c;
   c.model_dir = a.required("model");
@@ -42,6 +42,7 @@ int cmd_train(const std::vector<std::string>& argv) {
   c.seed = uint64_t(a.integer("seed", int64_t(c.seed)));
   c.window = int(a.integer("window", c.window));
   c.save_dtype = a.str("save-dtype", c.save_dtype);
+  c.backend = a.str("backend", c.backend);
   c.tokenizer_dir = a.str("tokenizer", "");
   c.dataset_format = a.str("dataset-format", c.dataset_format);
   for (std::string cols = a.str("columns", ""); !cols.empty();) {

@@ -16,6 +16,7 @@ const char* kUsage =
     "              [--tokenizer DIR] [--dataset-format auto|text|alpaca|sharegpt|messages|tokens]\n"
     "              [--columns key=name,...] [--chat-template llama3|llama2|chatml|FILE]\n"
     "              [--loss-mask assistant|all|last] [--packing] [--skip-malformed] [--no-cache]\n"
+    "              [--backend auto|cpu|cuda]\n"
     "  init-model  --out DIR [--arch llama|mistral|qwen2|qwen3] [--hidden N] [--layers N]\n"
     "              [--heads N] [--kv-heads N] [--head-dim N] [--intermediate N] [--vocab N]\n"
     "              [--tie-embeddings] [--seed N]   (a random-initialised HF model directory)\n"

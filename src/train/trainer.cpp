@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/spec.h"
@@ -84,6 +85,22 @@ std::vector<Sample> load_training_samples(const TrainConfig& c, const ModelSpec&
 
 }  // namespace
 
+std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& spec,
+                                      int64_t max_tokens) {
+  SF_CHECK(name == "auto" || name == "cpu" || name == "cuda", "--backend must be auto, cpu or ",
+           "cuda, not '", name, "'");
+  const bool cuda = name == "cuda" || (name == "auto" && cuda_device_count() > 0);
+  if (!cuda) return make_cpu_backend();
+  SF_CHECK(cuda_device_count() > 0, "--backend cuda: no CUDA device is visible (",
+           "check nvidia-smi), or use --backend cpu");
+  CudaBackendOptions o;
+  o.max_tokens = max_tokens;
+  o.hidden = spec.hidden;
+  o.vocab = spec.vocab;
+  o.max_heads = spec.heads;
+  return make_cuda_backend(o);
+}
+
 TrainSummary run_training(const TrainConfig& c, std::ostream& log) {
   SF_CHECK(c.steps >= 1, "--steps must be at least 1 (got ", c.steps, ")");
   SF_CHECK(c.save_dtype == "bf16" || c.save_dtype == "f32", "--save-dtype must be bf16 or f32, not '",
@@ -98,7 +115,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log) {
   Batcher batcher(std::move(samples), c.batch_size, c.shuffle, c.seed,
                   c.packing ? c.batch_size * c.cutoff_len : 0);
 
-  auto backend = make_cpu_backend();
+  auto backend = make_backend(c.backend, spec, batcher.max_tokens());
   EngineOptions opt;
   opt.window = c.window;
   opt.max_tokens = batcher.max_tokens();

@@ -4,10 +4,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "model/spec.h"
 #include "optim/schedule.h"
 
 namespace sf {
@@ -35,6 +38,7 @@ struct TrainConfig {
   bool shuffle = false;
   uint64_t seed = 42;
   int window = 2;
+  std::string backend = "auto";  // auto (cuda when a GPU is present) | cpu | cuda
   std::string save_dtype = "bf16";  // bf16 | f32
 };
 
@@ -44,5 +48,9 @@ struct TrainSummary {
 };
 
 TrainSummary run_training(const TrainConfig& config, std::ostream& log);
+
+// "auto" (CUDA when a GPU is visible), "cpu" or "cuda", with workspaces sized for the model.
+std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& spec,
+                                      int64_t max_tokens);
 
 }  // namespace sf
