@@ -1,6 +1,8 @@
 // `slideformer tokenize --tokenizer DIR [--add-special-tokens] [--decode [--skip-special-tokens]]`
 // JSONL {"text": "..."} on stdin → {"ids": [...]} on stdout, one line per input line, in order.
 // --decode also writes "decoded": the text of those ids (for parity checks).
+// Raw bytes that are not valid UTF-8 in a line are replaced by U+FFFD before JSON parsing (the
+// tokenizer's policy, see data/tokenizer.h); a \uD800-style lone surrogate escape is an error.
 #include <charconv>
 #include <cstdio>
 #include <iostream>
@@ -13,19 +15,21 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "data/tokenizer.h"
+#include "data/unicode_utf8.h"
 
 namespace sf {
 
 namespace {
 
-constexpr size_t kBatchLines = 4096;        // lines parsed and encoded together
-constexpr size_t kBatchBytes = 16u << 20;   // or this many bytes, whichever first
+constexpr size_t kBatchLines = 4096;       // lines parsed and encoded together
+constexpr size_t kBatchBytes = 16u << 20;  // or this many bytes, whichever first
 
 // Parses `line` (number `line_no`) into its "text"; returns an error message or "".
 std::string parse_line(const std::string& line, size_t line_no, std::string& text) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(line);
+    j = utf8::is_valid(line) ? nlohmann::json::parse(line)
+                             : nlohmann::json::parse(utf8::repair(line));
   } catch (const nlohmann::json::parse_error& e) {
     return str_cat("stdin line ", line_no, ": not valid JSON (", e.what(),
                    "); expected {\"text\": \"...\"}");

@@ -35,7 +35,8 @@ constexpr size_t kCacheMaxWord = 128;      // longer words are rare; not worth t
 WordCache& thread_cache(uint64_t owner) {
   thread_local std::array<WordCache, kCacheModels> caches;
   thread_local size_t victim = 0;
-  for (auto& c : caches) if (c.owner == owner) return c;
+  for (auto& c : caches)
+    if (c.owner == owner) return c;
   WordCache& c = caches[victim];
   victim = (victim + 1) % kCacheModels;
   c.owner = owner;
@@ -87,13 +88,13 @@ BpeModel::BpeModel(const Json& j, const std::string& path, const JsonSource& src
     : uid_(g_next_uid.fetch_add(1)) {
   std::string type = src.type(j, path);
   if (type != "BPE") {
-    src.fail(json_path(path, "type"),
-             "unsupported model type \"" + type + "\" (supported: BPE)");
+    src.fail(json_path(path, "type"), "unsupported model type \"" + type + "\" (supported: BPE)");
   }
   if (j.contains("dropout") && !j["dropout"].is_null() &&
       !(j["dropout"].is_number() && j["dropout"].get<double>() == 0.0)) {
-    src.fail(json_path(path, "dropout"), "BPE dropout is not supported (encoding must be "
-                                         "deterministic); set it to null");
+    src.fail(json_path(path, "dropout"),
+             "BPE dropout is not supported (encoding must be "
+             "deterministic); set it to null");
   }
   auto opt_str = [&](const char* key) {
     auto it = j.find(key);
@@ -159,7 +160,8 @@ BpeModel::BpeModel(const Json& j, const std::string& path, const JsonSource& src
       const std::string& s = m.get_ref<const std::string&>();
       size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
-        src.fail(json_path(merges_path, r), "expected \"left right\" with one space, got \"" + s + "\"");
+        src.fail(json_path(merges_path, r),
+                 "expected \"left right\" with one space, got \"" + s + "\"");
       }
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
@@ -173,7 +175,8 @@ BpeModel::BpeModel(const Json& j, const std::string& path, const JsonSource& src
     if (ia < 0) src.fail(json_path(merges_path, r), "token \"" + a + "\" is not in the vocab");
     if (ib < 0) src.fail(json_path(merges_path, r), "token \"" + b + "\" is not in the vocab");
     std::string merged = a + (prefix_.empty() || b.compare(0, prefix_.size(), prefix_) != 0
-                                  ? b : b.substr(prefix_.size()));
+                                  ? b
+                                  : b.substr(prefix_.size()));
     int32_t inew = token_to_id(merged);
     if (inew < 0) {
       src.fail(json_path(merges_path, r), "merged token \"" + merged + "\" is not in the vocab");
@@ -270,7 +273,10 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
     int32_t id = char_id(ch, i == 0, i + len == n);
     i += len;
     if (id >= 0) {
-      if (unk >= 0) { add(unk, unk_len); unk = -1; }
+      if (unk >= 0) {
+        add(unk, unk_len);
+        unk = -1;
+      }
       add(id, uint32_t(len));
       continue;
     }
@@ -303,8 +309,9 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
   };
   for (size_t k = 0; k + 1 < symbols.size(); ++k) {
     if (const MergeValue* m = merges_.find(symbols[k].id, symbols[k + 1].id))
-      push({m->rank, int32_t(k), m->new_id});
+      heap.push_back({m->rank, int32_t(k), m->new_id});
   }
+  std::make_heap(heap.begin(), heap.end());  // O(n): long SentencePiece "words" are whole texts
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end());
     Merge top = heap.back();
@@ -329,7 +336,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
         push({nm->rank, top.pos, nm->new_id});
     }
   }
-  for (const Symbol& s : symbols) if (s.len != 0) out.push_back(s.id);
+  for (const Symbol& s : symbols)
+    if (s.len != 0) out.push_back(s.id);
 }
 
 }  // namespace sf::tok

@@ -29,7 +29,10 @@ using Ranges = std::vector<std::pair<size_t, size_t>>;
 // of length `n`; emits the kept sub-ranges, in order, non-empty.
 void split_by_matches(size_t n, const Ranges& matches, Behavior behavior, bool invert,
                       Ranges& out) {
-  struct Part { size_t b, e; bool is_match; };
+  struct Part {
+    size_t b, e;
+    bool is_match;
+  };
   std::vector<Part> parts;
   parts.reserve(matches.size() * 2 + 1);
   size_t prev = 0;
@@ -47,14 +50,17 @@ void split_by_matches(size_t n, const Ranges& matches, Behavior behavior, bool i
       for (const Part& p : parts) emit(p.b, p.e);
       break;
     case Behavior::kRemoved:
-      for (const Part& p : parts) if (!p.is_match) emit(p.b, p.e);
+      for (const Part& p : parts)
+        if (!p.is_match) emit(p.b, p.e);
       break;
     case Behavior::kContiguous: {
       Ranges acc;
       bool previous = false;
       for (const Part& p : parts) {
-        if (p.is_match == previous && !acc.empty()) acc.back().second = p.e;
-        else acc.emplace_back(p.b, p.e);
+        if (p.is_match == previous && !acc.empty())
+          acc.back().second = p.e;
+        else
+          acc.emplace_back(p.b, p.e);
         previous = p.is_match;
       }
       for (auto [b, e] : acc) emit(b, e);
@@ -64,8 +70,10 @@ void split_by_matches(size_t n, const Ranges& matches, Behavior behavior, bool i
       Ranges acc;
       bool previous = false;
       for (const Part& p : parts) {
-        if (p.is_match && !previous && !acc.empty()) acc.back().second = p.e;
-        else acc.emplace_back(p.b, p.e);
+        if (p.is_match && !previous && !acc.empty())
+          acc.back().second = p.e;
+        else
+          acc.emplace_back(p.b, p.e);
         previous = p.is_match;
       }
       for (auto [b, e] : acc) emit(b, e);
@@ -76,8 +84,10 @@ void split_by_matches(size_t n, const Ranges& matches, Behavior behavior, bool i
       bool previous = false;
       for (size_t i = parts.size(); i-- > 0;) {
         const Part& p = parts[i];
-        if (p.is_match && !previous && !acc.empty()) acc.back().first = p.b;
-        else acc.emplace_back(p.b, p.e);
+        if (p.is_match && !previous && !acc.empty())
+          acc.back().first = p.b;
+        else
+          acc.emplace_back(p.b, p.e);
         previous = p.is_match;
       }
       for (size_t i = acc.size(); i-- > 0;) emit(acc[i].first, acc[i].second);
@@ -198,13 +208,15 @@ class Metaspace final : public PreTokenizer {
       std::string_view text = p.view(s);
       auto off = uint32_t(out.buf.size());
       bool starts = text.substr(0, 1) == " " || text.substr(0, rep_.size()) == rep_;
-      if (!starts && (scheme_ == PrependScheme::kAlways ||
-                      (scheme_ == PrependScheme::kFirst && s.first))) {
+      if (!starts &&
+          (scheme_ == PrependScheme::kAlways || (scheme_ == PrependScheme::kFirst && s.first))) {
         out.buf += rep_;
       }
       for (char c : text) {
-        if (c == ' ') out.buf += rep_;
-        else out.buf += c;
+        if (c == ' ')
+          out.buf += rep_;
+        else
+          out.buf += c;
       }
       auto len = uint32_t(out.buf.size() - off);
       if (!split_) {
@@ -277,8 +289,7 @@ class Sequence final : public PreTokenizer {
 bool is_numeric(uint32_t c) {
   if (c < 0x80) return c >= '0' && c <= '9';
   auto cat = utf8proc_category(int32_t(c));
-  return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL ||
-         cat == UTF8PROC_CATEGORY_NO;
+  return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
 }
 
 }  // namespace
@@ -302,10 +313,14 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& j, const std::strin
     PrependScheme scheme = PrependScheme::kAlways;
     if (j.contains("prepend_scheme")) {
       std::string s = src.str(j, path, "prepend_scheme");
-      if (s == "always") scheme = PrependScheme::kAlways;
-      else if (s == "first") scheme = PrependScheme::kFirst;
-      else if (s == "never") scheme = PrependScheme::kNever;
-      else src.fail(json_path(path, "prepend_scheme"), "unsupported prepend_scheme \"" + s + "\"");
+      if (s == "always")
+        scheme = PrependScheme::kAlways;
+      else if (s == "first")
+        scheme = PrependScheme::kFirst;
+      else if (s == "never")
+        scheme = PrependScheme::kNever;
+      else
+        src.fail(json_path(path, "prepend_scheme"), "unsupported prepend_scheme \"" + s + "\"");
     } else if (!src.boolean(j, path, "add_prefix_space", true)) {
       scheme = PrependScheme::kNever;
     }

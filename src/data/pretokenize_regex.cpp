@@ -47,8 +47,8 @@ Regex::Regex(const std::string& pattern, bool literal, const std::string& where)
   PCRE2_SIZE offset = 0;
   uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
   if (literal) options |= PCRE2_LITERAL;
-  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                              options, &err, &offset, nullptr);
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
+                              &err, &offset, nullptr);
   if (!impl_->code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof(msg));

@@ -56,8 +56,10 @@ void Tokenizer::Impl::encode_items(const std::string& buf, const std::vector<Ite
   std::string_view all(buf);
   for (size_t i = begin; i < end; ++i) {
     const Item& it = items[i];
-    if (it.id >= 0) out.push_back(it.id);
-    else model->encode_word(all.substr(it.off, it.len), out);
+    if (it.id >= 0)
+      out.push_back(it.id);
+    else
+      model->encode_word(all.substr(it.off, it.len), out);
   }
 }
 
@@ -119,8 +121,10 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   for (int32_t id : ids) {
     const std::string* t = nullptr;
     auto a = impl_->added_by_id.find(id);
-    if (a != impl_->added_by_id.end()) t = &impl_->added[a->second].content;
-    else t = impl_->model->id_to_token(id);
+    if (a != impl_->added_by_id.end())
+      t = &impl_->added[a->second].content;
+    else
+      t = impl_->model->id_to_token(id);
     if (!t) continue;  // unknown id: skipped, as Hugging Face does
     if (skip_special_tokens && impl_->special_contents.count(*t)) continue;
     tokens.push_back(*t);

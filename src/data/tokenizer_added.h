@@ -31,7 +31,7 @@ class AddedMatcher {
  private:
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> next;  // sorted by byte
-    int32_t token = -1;                              // index into tokens_ ending here
+    int32_t token = -1;                             // index into tokens_ ending here
   };
   int32_t child(int32_t node, uint8_t b) const;
 

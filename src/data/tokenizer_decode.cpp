@@ -24,7 +24,10 @@ class ByteLevel final : public Decoder {
       while (p < end) {
         uint32_t c = utf8::next(p);
         int b = c < table.cp_to_byte.size() ? table.cp_to_byte[c] : -1;
-        if (b < 0) { ok = false; break; }
+        if (b < 0) {
+          ok = false;
+          break;
+        }
         bytes += char(b);
       }
       if (!ok) {
@@ -189,8 +192,10 @@ std::unique_ptr<Decoder> make_decoder(const Json& j, const std::string& path,
   if (type == "ByteLevel") return std::make_unique<ByteLevel>();
   if (type == "Metaspace") {
     bool strip_first = true;
-    if (j.contains("prepend_scheme")) strip_first = src.str(j, path, "prepend_scheme") != "never";
-    else strip_first = src.boolean(j, path, "add_prefix_space", true);
+    if (j.contains("prepend_scheme"))
+      strip_first = src.str(j, path, "prepend_scheme") != "never";
+    else
+      strip_first = src.boolean(j, path, "add_prefix_space", true);
     return std::make_unique<Metaspace>(src.str(j, path, "replacement"), strip_first);
   }
   if (type == "Replace") {

@@ -22,10 +22,10 @@ struct Tokenizer::Impl {
   std::unique_ptr<tok::PreTokenizer> pre_tokenizer;
   std::unique_ptr<tok::Decoder> decoder;
 
-  std::vector<tok::AddedToken> added;                      // in file order
-  std::unordered_map<int32_t, size_t> added_by_id;         // id → index in `added`
-  tok::StringIdMap added_by_content;                       // content → id
-  std::unordered_set<std::string> special_contents;        // skipped by decode(skip=true)
+  std::vector<tok::AddedToken> added;                // in file order
+  std::unordered_map<int32_t, size_t> added_by_id;   // id → index in `added`
+  tok::StringIdMap added_by_content;                 // content → id
+  std::unordered_set<std::string> special_contents;  // skipped by decode(skip=true)
   tok::AddedMatcher raw_matcher, normalized_matcher;
 
   std::vector<int32_t> prefix_ids, suffix_ids;  // added around the ids by add_special_tokens

@@ -10,8 +10,8 @@ namespace sf {
 namespace {
 
 using tok::Json;
-using tok::JsonSource;
 using tok::json_path;
+using tok::JsonSource;
 
 Json parse_json(std::string_view text, const std::string& file) {
   try {
@@ -23,7 +23,8 @@ Json parse_json(std::string_view text, const std::string& file) {
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
-  SF_CHECK(in, p.string(), ": cannot open (a Hugging Face model directory must hold tokenizer.json)");
+  SF_CHECK(in, p.string(),
+           ": cannot open (a Hugging Face model directory must hold tokenizer.json)");
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -55,7 +56,8 @@ bool parse_post_processor(const Json& j, const std::string& path, const JsonSour
         }
         const Json& ids = src.at(specials[name], json_path(sp, name.c_str()), "ids");
         for (const Json& id : ids) {
-          if (!id.is_number_integer()) src.fail(json_path(sp, name.c_str()), "ids must be integers");
+          if (!id.is_number_integer())
+            src.fail(json_path(sp, name.c_str()), "ids must be integers");
           (seen_sequence ? suffix : prefix).push_back(id.get<int32_t>());
         }
       } else {
@@ -124,7 +126,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   Json j = parse_json(tokenizer_json, source);
   if (!j.is_object()) src.fail("", "expected a JSON object");
   Json cfg;
-  std::filesystem::path cfg_name = std::filesystem::path(source).parent_path() / "tokenizer_config.json";
+  std::filesystem::path cfg_name =
+      std::filesystem::path(source).parent_path() / "tokenizer_config.json";
   if (!config_json.empty()) cfg = parse_json(config_json, cfg_name.string());
 
   if (j.contains("truncation") && !j["truncation"].is_null())
@@ -135,7 +138,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   impl->model.emplace(src.at(j, "", "model"), "model", src);
   impl->max_id = impl->model->max_id();
   impl->normalizer = tok::make_normalizer(j.value("normalizer", Json()), "normalizer", src);
-  impl->pre_tokenizer = tok::make_pre_tokenizer(j.value("pre_tokenizer", Json()), "pre_tokenizer", src);
+  impl->pre_tokenizer =
+      tok::make_pre_tokenizer(j.value("pre_tokenizer", Json()), "pre_tokenizer", src);
   impl->decoder = tok::make_decoder(j.value("decoder", Json()), "decoder", src);
 
   // Added tokens: specials first, then the others, as Hugging Face orders its tries.
@@ -217,13 +221,15 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
       return cfg.contains(key) && cfg[key].is_boolean() && cfg[key].get<bool>();
     };
     if (flag("add_bos_token")) {
-      if (impl->bos < 0) SF_FAIL(cfg_name.string(), ": add_bos_token is true but bos_token \"",
-                                 impl->bos_str, "\" is not a token");
+      if (impl->bos < 0)
+        SF_FAIL(cfg_name.string(), ": add_bos_token is true but bos_token \"", impl->bos_str,
+                "\" is not a token");
       impl->prefix_ids.push_back(impl->bos);
     }
     if (flag("add_eos_token")) {
-      if (impl->eos < 0) SF_FAIL(cfg_name.string(), ": add_eos_token is true but eos_token \"",
-                                 impl->eos_str, "\" is not a token");
+      if (impl->eos < 0)
+        SF_FAIL(cfg_name.string(), ": add_eos_token is true but eos_token \"", impl->eos_str,
+                "\" is not a token");
       impl->suffix_ids.push_back(impl->eos);
     }
   }

@@ -3,10 +3,9 @@
 // factories from tokenizer.json. Not part of the public API (see data/tokenizer.h).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -32,10 +32,16 @@ int sequence_len(const unsigned char* s, size_t n, size_t i, int* bad) {
     return 0;
   }
   for (int k = 1; k <= need; ++k) {
-    if (i + k >= n) { *bad = k; return 0; }
+    if (i + k >= n) {
+      *bad = k;
+      return 0;
+    }
     unsigned char c = s[i + k];
     unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-    if (c < l || c > h) { *bad = k; return 0; }
+    if (c < l || c > h) {
+      *bad = k;
+      return 0;
+    }
   }
   return need + 1;
 }
@@ -111,10 +117,17 @@ bool is_word_char(uint32_t c) {
   }
   if (c == 0x200C || c == 0x200D) return true;
   switch (utf8proc_category(int32_t(c))) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
-    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_PC:
       return true;
     default:
       return false;
@@ -144,26 +157,40 @@ std::string normalize(std::string_view s, NormalForm form) {
   if (form == NormalForm::kNFC || form == NormalForm::kNFD) {
     bool fast = true;
     for (unsigned char b : s) {
-      if (b >= 0xCC) { fast = false; break; }
+      if (b >= 0xCC) {
+        fast = false;
+        break;
+      }
     }
     if (fast && form == NormalForm::kNFC) return std::string(s);
     if (fast) {
       bool ascii = true;
-      for (unsigned char b : s) if (b >= 0x80) { ascii = false; break; }
+      for (unsigned char b : s)
+        if (b >= 0x80) {
+          ascii = false;
+          break;
+        }
       if (ascii) return std::string(s);
     }
   }
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case NormalForm::kNFC: options |= UTF8PROC_COMPOSE; break;
-    case NormalForm::kNFD: options |= UTF8PROC_DECOMPOSE; break;
-    case NormalForm::kNFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case NormalForm::kNFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case NormalForm::kNFC:
+      options |= UTF8PROC_COMPOSE;
+      break;
+    case NormalForm::kNFD:
+      options |= UTF8PROC_DECOMPOSE;
+      break;
+    case NormalForm::kNFKC:
+      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case NormalForm::kNFKD:
+      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   utf8proc_uint8_t* out = nullptr;
   utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                                    utf8proc_ssize_t(s.size()), &out,
-                                    utf8proc_option_t(options));
+                                    utf8proc_ssize_t(s.size()), &out, utf8proc_option_t(options));
   if (n < 0) {
     SF_FAIL("tokenizer: Unicode normalization failed: ", utf8proc_errmsg(n));
   }

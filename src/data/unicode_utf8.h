@@ -20,8 +20,15 @@ std::string repair(std::string_view s);
 // Decodes the code point at `p` (well-formed input assumed) and advances `p`.
 inline uint32_t next(const char*& p) {
   auto b = static_cast<unsigned char>(*p);
-  if (b < 0x80) { ++p; return b; }
-  if (b < 0xE0) { uint32_t c = ((b & 0x1Fu) << 6) | (uint8_t(p[1]) & 0x3Fu); p += 2; return c; }
+  if (b < 0x80) {
+    ++p;
+    return b;
+  }
+  if (b < 0xE0) {
+    uint32_t c = ((b & 0x1Fu) << 6) | (uint8_t(p[1]) & 0x3Fu);
+    p += 2;
+    return c;
+  }
   if (b < 0xF0) {
     uint32_t c = ((b & 0x0Fu) << 12) | ((uint8_t(p[1]) & 0x3Fu) << 6) | (uint8_t(p[2]) & 0x3Fu);
     p += 3;

@@ -21,7 +21,8 @@ std::string byte_level_json(const std::string& merges, const std::string& extra_
     "version": "1.0", "truncation": null, "padding": null,
     "added_tokens": [
       {"id": 11, "content": "<|x|>", "single_word": false, "lstrip": false, "rstrip": false,
-       "normalized": false, "special": true})" + extra_added + R"(],
+       "normalized": false, "special": true})" +
+         extra_added + R"(],
     "normalizer": null,
     "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
                       "use_regex": true},
@@ -34,7 +35,8 @@ std::string byte_level_json(const std::string& merges, const std::string& extra_
               "byte_fallback": false,
               "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "Ġ": 5, "Ġa": 6, "Ġab": 7,
                         "Ġabc": 8, "x": 9, "!": 10},
-              "merges": )" + merges + R"(}
+              "merges": )" +
+         merges + R"(}
   })";
 }
 
@@ -60,7 +62,7 @@ TEST(Tokenizer, MergeRankOrderDecides) {
 
 TEST(Tokenizer, ByteLevelTableRoundTrips) {
   const auto& table = utf8::byte_level_table();
-  EXPECT_EQ(table.byte_to_cp[' '], 0x120u);  // 'Ġ'
+  EXPECT_EQ(table.byte_to_cp[' '], 0x120u);   // 'Ġ'
   EXPECT_EQ(table.byte_to_cp['\n'], 0x10Au);  // 'Ċ'
   EXPECT_EQ(table.byte_to_cp['A'], uint32_t('A'));
   EXPECT_EQ(table.byte_to_cp[0], 0x100u);
@@ -86,7 +88,7 @@ TEST(Tokenizer, AddedTokenStripAndSingleWord) {
        "normalized": false, "special": false})";
   Tokenizer t = Tokenizer::from_json(byte_level_json(R"(["a b", "Ġ a"])", extra));
   EXPECT_EQ(t.encode("xx a", false), (Ids{12, 6}));
-  EXPECT_EQ(t.encode("axx", false), (Ids{0, 9, 9}));  // inside a word: not an added token
+  EXPECT_EQ(t.encode("axx", false), (Ids{0, 9, 9}));        // inside a word: not an added token
   EXPECT_EQ(t.encode("a  !!  a", false), (Ids{0, 13, 0}));  // spaces around "!!" are absorbed
   EXPECT_FALSE(t.is_special(12));
 }
@@ -142,10 +144,46 @@ TEST(Tokenizer, ByteFallbackAndTemplateBos) {
   EXPECT_EQ(t.decode(t.encode("hi", true), true), "hi");
 }
 
+// Metaspace pre-tokenizer/decoder as in newer Llama/Mistral files (prepend_scheme "first": only
+// the text at the very start gets "▁", not the text after a special token). Expected ids are
+// those of HF tokenizers 0.23 on the same JSON.
+std::string metaspace_json(bool split) {
+  return std::string(R"({
+    "version": "1.0", "truncation": null, "padding": null,
+    "added_tokens": [
+      {"id": 0, "content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+      {"id": 1, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+    "normalizer": null,
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": )") +
+         (split ? "true" : "false") + R"(},
+    "post_processor": null,
+    "decoder": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false},
+    "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null,
+      "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": false,
+      "vocab": {"<unk>": 0, "<s>": 1, "▁": 2, "h": 3, "i": 4, "▁h": 5, "▁hi": 6, "hi": 7},
+      "merges": ["▁ h", "▁h i", "h i"]}
+  })";
+}
+
+TEST(Tokenizer, MetaspacePrependFirst) {
+  Tokenizer t = Tokenizer::from_json(metaspace_json(false));
+  EXPECT_EQ(t.encode("hi hi", false), (Ids{6, 6}));
+  EXPECT_EQ(t.encode("<s>hi", false), (Ids{1, 7}));
+  EXPECT_EQ(t.encode("<s> hi", false), (Ids{1, 6}));
+  EXPECT_EQ(t.encode("hi<s>hi", false), (Ids{6, 1, 7}));
+  EXPECT_EQ(t.encode(" hi", false), (Ids{6}));
+  EXPECT_EQ(t.encode("hiq", false), (Ids{6, 0}));       // unknown char → <unk>
+  EXPECT_EQ(t.encode("qq hi", false), (Ids{2, 0, 6}));  // fuse_unk: one <unk> for "qq"
+  EXPECT_EQ(t.decode(Ids{6, 1, 7}), "hi<s>hi");
+  EXPECT_EQ(t.decode(Ids{2, 0, 6}), "<unk> hi");
+  Tokenizer u = Tokenizer::from_json(metaspace_json(true));
+  EXPECT_EQ(u.encode("<s>hi hi", false), (Ids{1, 7, 6}));
+}
+
 TEST(Tokenizer, InvalidUtf8IsReplacedLikePython) {
   EXPECT_EQ(utf8::repair("a\xFFz"), "a\xEF\xBF\xBDz");
-  EXPECT_EQ(utf8::repair("\xE0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");   // two maximal subparts
-  EXPECT_EQ(utf8::repair("\xF0\x9F\x98"), "\xEF\xBF\xBD");            // truncated emoji: one
+  EXPECT_EQ(utf8::repair("\xE0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // two maximal subparts
+  EXPECT_EQ(utf8::repair("\xF0\x9F\x98"), "\xEF\xBF\xBD");          // truncated emoji: one
   EXPECT_EQ(utf8::repair("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
   EXPECT_TRUE(utf8::is_valid("héllo 🙂"));
   EXPECT_FALSE(utf8::is_valid("\xC0\xAF"));
@@ -188,8 +226,9 @@ TEST(Tokenizer, ErrorsNameFileKeyAndType) {
   EXPECT_NE(e.find("BertNormalizer"), std::string::npos) << e;
 
   j = byte_level_json(R"(["a b"])");
-  replace_once(j, R"("pre_tokenizer": {"type": "ByteLevel")",
-               R"("pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Punctuation"}]}, "x": {"type": "ByteLevel")");
+  replace_once(
+      j, R"("pre_tokenizer": {"type": "ByteLevel")",
+      R"("pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Punctuation"}]}, "x": {"type": "ByteLevel")");
   e = error_of(j);
   EXPECT_NE(e.find("pre_tokenizer.pretokenizers[0].type"), std::string::npos) << e;
   EXPECT_NE(e.find("Punctuation"), std::string::npos) << e;
@@ -221,7 +260,8 @@ TEST(Tokenizer, AddedTokenIdsFollowHuggingFace) {
 }
 
 TEST(Tokenizer, ConfigAddsBosWhenThePostProcessorDoesNot) {
-  std::string cfg = R"({"add_bos_token": true, "bos_token": "<|x|>", "eos_token": {"content": "!"}})";
+  std::string cfg =
+      R"({"add_bos_token": true, "bos_token": "<|x|>", "eos_token": {"content": "!"}})";
   Tokenizer t = Tokenizer::from_json(byte_level_json(R"(["a b"])"), cfg);
   EXPECT_EQ(t.encode("ab", true), (Ids{11, 3}));
   EXPECT_EQ(t.encode("ab", false), (Ids{3}));

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data/tokenizer.h"
@@ -20,26 +21,40 @@ const std::filesystem::path kData = std::filesystem::path(SF_SOURCE_DIR) / ".." 
 
 struct Expected {
   const char* name;
-  Ids hello;               // encode(kHello, add_special_tokens=true)
-  size_t moby_tokens;      // encode(moby dick, false).size()
-  int64_t moby_sum_mod;    // sum(ids) % 1000003
+  Ids hello;             // encode(kHello, add_special_tokens=true)
+  size_t moby_tokens;    // encode(moby dick, false).size()
+  int64_t moby_sum_mod;  // sum(ids) % 1000003
 };
 
 const char* kHello = "Hello world! It's 2024:  naïve café 日本語 🙂\n";
 
 const std::vector<Expected>& expected() {
   static const std::vector<Expected> e = {
-      {"gpt2", {15496, 995, 0, 632, 338, 48609, 25, 220, 41492, 40304, 10545, 245, 98, 17312, 105,
-                45739, 252, 32485, 198}, 345550, 679412},
-      {"llama3", {9906, 1917, 0, 1102, 596, 220, 2366, 19, 25, 220, 95980, 588, 53050, 105180,
-                  102158, 28584, 198}, 313114, 464130},
-      {"mistral", {1, 22557, 1526, 28808, 661, 28742, 28713, 28705, 28750, 28734, 28750, 28781,
-                   28747, 28705, 1879, 28920, 333, 28345, 28705, 29142, 29119, 30321, 28705, 29340,
-                   13}, 366959, 710739},
-      {"qwen2.5", {9707, 1879, 0, 1084, 594, 220, 17, 15, 17, 19, 25, 220, 94880, 586, 51950,
-                   75402, 21894, 102819, 27484, 198}, 313594, 132429},
-      {"qwen3", {9707, 1879, 0, 1084, 594, 220, 17, 15, 17, 19, 25, 220, 94880, 586, 51950, 75402,
-                 21894, 102819, 27484, 198}, 313594, 132429},
+      {"gpt2",
+       {15496, 995, 0, 632, 338, 48609, 25, 220, 41492, 40304, 10545, 245, 98, 17312, 105, 45739,
+        252, 32485, 198},
+       345550,
+       679412},
+      {"llama3",
+       {9906, 1917, 0, 1102, 596, 220, 2366, 19, 25, 220, 95980, 588, 53050, 105180, 102158, 28584,
+        198},
+       313114,
+       464130},
+      {"mistral",
+       {1,     22557, 1526,  28808, 661,   28742, 28713, 28705, 28750, 28734, 28750, 28781, 28747,
+        28705, 1879,  28920, 333,   28345, 28705, 29142, 29119, 30321, 28705, 29340, 13},
+       366959,
+       710739},
+      {"qwen2.5",
+       {9707, 1879, 0,     1084, 594,   220,   17,    15,     17,    19,
+        25,   220,  94880, 586,  51950, 75402, 21894, 102819, 27484, 198},
+       313594,
+       132429},
+      {"qwen3",
+       {9707, 1879, 0,     1084, 594,   220,   17,    15,     17,    19,
+        25,   220,  94880, 586,  51950, 75402, 21894, 102819, 27484, 198},
+       313594,
+       132429},
   };
   return e;
 }
@@ -78,12 +93,25 @@ TEST_P(SharedTokenizer, MatchesHuggingFace) {
   auto batch = t.encode_batch(lines, true);
   ASSERT_EQ(batch.size(), lines.size());
   for (size_t i = 0; i < lines.size(); ++i) ASSERT_EQ(batch[i], t.encode(lines[i], true)) << i;
+
+  // const methods from several threads at once (thread-local caches, shared tables).
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (size_t i = size_t(k); i < lines.size(); i += 2)
+        if (t.encode(lines[i], true) != batch[i]) ++bad[size_t(k)];
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad, std::vector<int>(4, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, SharedTokenizer, ::testing::Range<size_t>(0, 5),
                          [](const auto& info) {
                            std::string n = expected()[info.param].name;
-                           for (char& c : n) if (c == '.') c = '_';
+                           for (char& c : n)
+                             if (c == '.') c = '_';
                            return n;
                          });
 

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,22 +54,39 @@ def build_inputs(data, tok_json):
     return inputs
 
 
-def run_ours(binary, folder, texts, add_special, skip_special):
+def start_ours(binary, folder, texts, add_special, skip_special):
+    """Starts the binary on a background thread (it overlaps with HF's encoding); returns a
+    function that waits and gives (ids, decoded) per input."""
     cmd = [binary, "tokenize", "--tokenizer", folder, "--decode"]
     if add_special:
         cmd.append("--add-special-tokens")
     if skip_special:
         cmd.append("--skip-special-tokens")
     payload = "".join(json.dumps({"text": t}) + "\n" for t in texts).encode("utf-8")
-    proc = subprocess.run(cmd, input=payload, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: "
-                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
-    # split on "\n" only: decoded text may hold U+2028 and friends, which splitlines() cuts at
-    rows = [json.loads(l) for l in proc.stdout.decode("utf-8").split("\n") if l]
-    if len(rows) != len(texts):
-        raise RuntimeError(f"{' '.join(cmd)}: {len(rows)} output lines for {len(texts)} inputs")
-    return [r["ids"] for r in rows], [r["decoded"] for r in rows]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    result = {}
+    t0 = time.time()
+
+    def talk():
+        result["out"], result["err"] = proc.communicate(payload)
+        result["seconds"] = time.time() - t0
+
+    worker = threading.Thread(target=talk)
+    worker.start()
+
+    def wait():
+        worker.join()
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: "
+                               f"{result['err'].decode(errors='replace')[-2000:]}")
+        # split on "\n" only: decoded text may hold U+2028 and friends, which splitlines() cuts at
+        rows = [json.loads(l) for l in result["out"].decode("utf-8").split("\n") if l]
+        if len(rows) != len(texts):
+            raise RuntimeError(f"{' '.join(cmd)}: {len(rows)} output lines for {len(texts)} inputs")
+        return [r["ids"] for r in rows], [r["decoded"] for r in rows], result["seconds"]
+
+    return wait
 
 
 def first_diff(a, b):
@@ -110,11 +128,21 @@ def main():
         texts = [t for _, t in inputs]
         bad = 0
         shown = 0
+        hf_encodings = None
         for add_special, skip_special in [(False, False), (True, True)]:
-            t0 = time.time()
-            our_ids, our_text = run_ours(args.binary, folder, texts, add_special, skip_special)
-            t_ours = time.time() - t0
-            hf_ids = [e.ids for e in hf.encode_batch(texts, add_special_tokens=add_special)]
+            wait_ours = start_ours(args.binary, folder, texts, add_special, skip_special)
+            if hf_encodings is None:
+                hf_encodings = hf.encode_batch(texts, add_special_tokens=False)
+                hf_ids = [e.ids for e in hf_encodings]
+            else:
+                # HF's encode(add_special_tokens=True) is encode(False) followed by its
+                # post-processor; run that step on the encodings we have (halves HF's time), and
+                # check it against a direct encode on a sample.
+                hf_ids = [hf.post_process(e, None, True).ids for e in hf_encodings]
+                sample = texts[:500] + texts[-200:]
+                direct = [e.ids for e in hf.encode_batch(sample, add_special_tokens=True)]
+                assert direct == hf_ids[:500] + hf_ids[-200:], "post_process shortcut differs"
+            our_ids, our_text, t_ours = wait_ours()
             # Decode parity on the same ids: HF's decode of OUR ids (when the ids are equal, this is
             # HF's decode of its own ids).
             hf_text_ours = hf.decode_batch(our_ids, skip_special_tokens=skip_special)

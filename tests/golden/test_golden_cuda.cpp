@@ -12,8 +12,10 @@
 //   params after 3 steps: the AdamW update m/(√v+eps) normalises each element, so an element
 //              whose gradient is within bf16 noise of zero can move by up to ~lr per step in
 //              either direction: checked as ‖p − p_ref‖₂ / ‖p_ref − p_init‖₂ < 0.15 (the update
-//              is right to ~15% in L2) and max|p − p_ref| ≤ 2·lr·steps (no element off by more
-//              than the extreme of two opposite full-size updates).
+//              is right to ~15% in L2; measured ≤ 0.082 on the H200) and
+//              max|p − p_ref| ≤ 2·lr·steps (no element off by more than the extreme of two
+//              opposite full-size updates; measured ≤ 0.021 = 0.35 of that bound).
+// Measured on the H200 (2026-12-02): logits ≤ 0.015, worst gradient ≤ 0.040 (qwen3 k_norm).
 // Skips when no CUDA device is visible.
 #include <gtest/gtest.h>
 
@@ -148,9 +150,15 @@ TEST_P(CudaGolden, MatchesTransformersAtBf16) {
       mx = std::max(mx, std::fabs(double(p[i]) - ref[i]));
     }
     const double l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-    EXPECT_LT(l2, 0.15) << d.name << ": update error in L2";
+    // k_proj.bias has an exactly zero gradient (it shifts every score of a query by the same
+    // q·b, which softmax ignores): both sides update it from rounding noise, so only the
+    // max-abs bound applies to it.
+    const bool zero_grad = d.name.size() >= 11 && d.name.compare(d.name.size() - 11, 11, "k_proj.bias") == 0;
+    if (!zero_grad) {
+      EXPECT_LT(l2, 0.15) << d.name << ": update error in L2";
+    }
     EXPECT_LE(mx, 2.0 * lr * steps) << d.name;
-    worst_l2 = std::max(worst_l2, l2);
+    if (!zero_grad) worst_l2 = std::max(worst_l2, l2);
     worst_abs = std::max(worst_abs, mx);
     ++checked;
   });

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Peers of bench_kernels, timed in the same run on the same GPU (torch, bf16, Llama-3.1-8B shapes):
+torch SDPA (cuDNN and flash backends, enable_gqa=True, causal), eager RMSNorm / SwiGLU as transformers
+writes them, and the unfused head (bf16 logits -> fp32 -> F.cross_entropy). CUDA events, 3 warm-ups,
+median of 20 (5 for the head). Liger-Kernel is not installed on the GPU machine: its rows are absent.
+"""
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+BW, MX = 4.1e12, 790e12
+
+
+def time_ms(fn, warm=3, iters=20):
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def report(name, shape, ms, nbytes=0.0, flops=0.0):
+    floor = max(nbytes / BW, flops / MX) * 1e3
+    rate = f"{flops / ms * 1e-9:9.1f} TFLOP/s" if flops else f"{nbytes / ms * 1e-6:9.1f} GB/s    "
+    print(f"{name:40s} {shape:26s} {ms:9.3f} ms {rate}  floor {floor:8.3f} ms  {100 * floor / ms:5.1f}%", flush=True)
+
+
+def rand(*shape, dtype=torch.bfloat16, grad=False):
+    return (torch.rand(*shape, device="cuda", dtype=torch.float32) * 4 - 2).to(dtype).requires_grad_(grad)
+
+
+def rmsnorm(x, w, eps=1e-5):  # transformers' LlamaRMSNorm
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return w * h.to(x.dtype)
+
+
+def main():
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  cuDNN {torch.backends.cudnn.version()}")
+    T, C, I, V, NH, NKV, D = 16384, 4096, 14336, 128256, 32, 8, 128
+    e2 = 2.0
+
+    x, w = rand(T, C, grad=True), rand(C, grad=True)
+    g = rand(T, C)
+    report("torch eager rmsnorm fwd", "16384x4096", time_ms(lambda: rmsnorm(x, w)), 2 * T * C * e2)
+    def rms_fb():
+        x.grad = w.grad = None
+        rmsnorm(x, w).backward(g)
+    report("torch eager rmsnorm fwd+bwd", "16384x4096", time_ms(rms_fb), 5 * T * C * e2)
+    del x, w, g
+
+    gt, up = rand(T, I, grad=True), rand(T, I, grad=True)
+    d = rand(T, I)
+    report("torch eager swiglu fwd", "16384x14336", time_ms(lambda: F.silu(gt) * up), 3 * T * I * e2)
+    def sw_fb():
+        gt.grad = up.grad = None
+        (F.silu(gt) * up).backward(d)
+    report("torch eager swiglu fwd+bwd", "16384x14336", time_ms(sw_fb), 8 * T * I * e2)
+    del gt, up, d
+
+    for B, S in ((8, 2048), (2, 8192)):
+        q = rand(B, NH, S, D, grad=True)
+        k, v = rand(B, NKV, S, D, grad=True), rand(B, NKV, S, D, grad=True)
+        do = rand(B, NH, S, D)
+        fwd = 4.0 * B * S * S * NH * D / 2
+        for name, be in (("cuDNN", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+            try:
+                with sdpa_kernel(be):
+                    f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                    tf = time_ms(f)
+                    def fb():
+                        q.grad = k.grad = v.grad = None
+                        f().backward(do)
+                    tfb = time_ms(fb)
+                report(f"torch SDPA {name} fwd", f"{B}x{S} GQA 32/8 D128", tf, flops=fwd)
+                report(f"torch SDPA {name} fwd+bwd", f"{B}x{S} GQA 32/8 D128", tfb, flops=3.5 * fwd)
+            except RuntimeError as err:
+                print(f"torch SDPA {name}: not available here ({str(err).splitlines()[0]})")
+        del q, k, v, do
+
+    xh, wh = rand(T, C, grad=True), rand(V, C, grad=True)
+    with torch.no_grad():
+        wh.mul_(0.02)
+    tg = torch.randint(0, V, (T,), device="cuda")
+    tg[::16] = -100
+    def ce():
+        xh.grad = wh.grad = None
+        logits = (xh @ wh.t()).float()
+        F.cross_entropy(logits, tg, ignore_index=-100).backward()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    tce = time_ms(ce, warm=1, iters=5)
+    extra = (torch.cuda.max_memory_allocated() - base) / 2**30
+    report(f"torch unfused linear+CE (+{extra:.1f} GiB)", "16384x4096 -> 128256", tce, flops=6.0 * T * C * V)
+    print("Liger-Kernel: not installed on the GPU machine (no registry there); its fused CE, RMSNorm "
+          "and SwiGLU are not measured in this run")
+
+
+if __name__ == "__main__":
+    main()
