@@ -1,6 +1,10 @@
 // `slideformer tokenize --tokenizer DIR [--add-special-tokens] [--decode [--skip-special-tokens]]`
 // JSONL {"text": "..."} on stdin → {"ids": [...]} on stdout, one line per input line, in order.
 // --decode also writes "decoded": the text of those ids (for parity checks).
+// `--chat [--add-generation-prompt] [--chat-template NAME|FILE] [--template-kwargs JSON]`:
+// lines {"messages": [...]} rendered by the chat template and encoded as transformers'
+// apply_chat_template(tokenize=True) does; a template that refuses a conversation stops with its
+// message and a non-zero exit.
 // Raw bytes that are not valid UTF-8 in a line are replaced by U+FFFD before JSON parsing (the
 // tokenizer's policy, see data/tokenizer.h); a \uD800-style lone surrogate escape is an error.
 #include <charconv>
@@ -14,6 +18,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "data/unicode_utf8.h"
 
@@ -55,12 +60,58 @@ void append_ids(std::string& out, const std::vector<int32_t>& ids) {
   out += ']';
 }
 
+int tokenize_chat(const Args& args, const Tokenizer& tok) {
+  const ChatTemplate chat =
+      resolve_chat_template(args.str("chat-template", ""), args.required("tokenizer"), &tok);
+  const bool gen = args.flag("add-generation-prompt");
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  if (args.has("template-kwargs")) {
+    try {
+      kwargs = nlohmann::ordered_json::parse(args.str("template-kwargs", "{}"));
+    } catch (const nlohmann::json::exception& e) {
+      SF_FAIL("tokenize: --template-kwargs is not valid JSON (", e.what(), ")");
+    }
+    SF_CHECK(kwargs.is_object(), "tokenize: --template-kwargs must be a JSON object");
+  }
+  std::string line, out;
+  size_t line_no = 0;
+  while (std::getline(std::cin, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    nlohmann::ordered_json j;
+    try {
+      j = nlohmann::ordered_json::parse(utf8::is_valid(line) ? line : utf8::repair(line));
+    } catch (const nlohmann::json::parse_error& e) {
+      SF_FAIL("stdin line ", line_no, ": not valid JSON (", e.what(), ")");
+    }
+    SF_CHECK(j.is_object() && j.contains("messages") && j["messages"].is_array(), "stdin line ",
+             line_no, ": expected a JSON object with a \"messages\" list");
+    std::string text;
+    try {
+      text = chat.render(j["messages"], gen, kwargs);
+    } catch (const Error& e) {
+      SF_FAIL("stdin line ", line_no, ": ", e.what());
+    }
+    out.clear();
+    append_ids(out, tok.encode(text, false));  // the template writes BOS where it wants one
+    out += "}\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_tokenize(const std::vector<std::string>& argv) {
-  Args args(argv, {"tokenizer"}, {"add-special-tokens", "decode", "skip-special-tokens"},
+  Args args(argv, {"tokenizer", "chat-template", "template-kwargs"},
+            {"add-special-tokens", "decode", "skip-special-tokens", "chat", "add-generation-prompt"},
             "tokenize");
   const Tokenizer tok = Tokenizer::load(args.required("tokenizer"));
+  if (args.flag("chat")) return tokenize_chat(args, tok);
+  SF_CHECK(!args.has("chat-template") && !args.flag("add-generation-prompt") &&
+               !args.has("template-kwargs"),
+           "tokenize: --chat-template, --add-generation-prompt and --template-kwargs need --chat");
   const bool add_special = args.flag("add-special-tokens");
   const bool decode = args.flag("decode");
   const bool skip_special = args.flag("skip-special-tokens");

@@ -22,8 +22,11 @@ const char* kUsage =
     "              [--tie-embeddings] [--seed N]   (a random-initialised HF model directory)\n"
     "  logits      --model DIR --batch BATCH.json --out LOGITS.safetensors\n"
     "              (forward only; BATCH.json holds \"input_ids\": [[...], ...])\n"
-    "  tokenize    --tokenizer DIR [--add-special-tokens] [--chat [--add-generation-prompt]]\n"
-    "              (JSONL {\"text\": ...} or {\"messages\": [...]} on stdin -> {\"ids\": [...]})\n";
+    "  tokenize    --tokenizer DIR [--add-special-tokens] [--decode [--skip-special-tokens]]\n"
+    "              [--chat [--add-generation-prompt] [--chat-template llama3|llama2|chatml|FILE]\n"
+    "              [--template-kwargs '{\"enable_thinking\": false}']]\n"
+    "              (JSONL {\"text\": ...} or, with --chat, {\"messages\": [...]} on stdin\n"
+    "              -> {\"ids\": [...]} on stdout)\n";
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "data/jinja/template.h"
+#include "data/tokenizer.h"
 #include "data/templates/builtin_templates.h"
 
 namespace sf {
@@ -166,6 +167,20 @@ std::string ChatTemplate::render(const nlohmann::json& messages, bool add_genera
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const nlohmann::ordered_json& extra_kwargs) const {
   return render_impl(*tmpl_, special_tokens_, messages, add_generation_prompt, extra_kwargs);
+}
+
+ChatTemplate resolve_chat_template(const std::string& choice,
+                                   const std::filesystem::path& tokenizer_dir,
+                                   const Tokenizer* tok) {
+  if (choice.empty()) return ChatTemplate::from_tokenizer_dir(tokenizer_dir);
+  ChatTemplate t = choice == "llama3" || choice == "llama2" || choice == "chatml"
+                       ? ChatTemplate::builtin(choice)
+                       : ChatTemplate::from_file(choice);
+  if (tok) {
+    if (!tok->bos_token().empty()) t.set_special_token("bos_token", tok->bos_token());
+    if (!tok->eos_token().empty()) t.set_special_token("eos_token", tok->eos_token());
+  }
+  return t;
 }
 
 }  // namespace sf

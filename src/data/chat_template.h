@@ -53,4 +53,13 @@ class ChatTemplate {
   std::vector<std::pair<std::string, std::string>> special_tokens_;  // in config order
 };
 
+class Tokenizer;
+
+// The template the user chose: "llama3" | "llama2" | "chatml" (built-ins), a file path, or ""
+// (the tokenizer folder's own, an error naming the choices when it has none). A template not read
+// from the folder sees the tokenizer's bos/eos tokens, as transformers passes them.
+ChatTemplate resolve_chat_template(const std::string& choice,
+                                   const std::filesystem::path& tokenizer_dir,
+                                   const Tokenizer* tok);
+
 }  // namespace sf

@@ -39,15 +39,16 @@ std::optional<Tokenizer> find_tokenizer(const TrainConfig& c) {
   return std::nullopt;
 }
 
-std::optional<ChatTemplate> find_template(const TrainConfig& c, const std::filesystem::path& dir) {
-  const std::string& t = c.chat_template;
-  if (t == "llama3" || t == "llama2" || t == "chatml") return ChatTemplate::builtin(t);
-  if (!t.empty()) return ChatTemplate::from_file(t);
-  if (dir.empty()) return std::nullopt;
+// The chat template, when one can be found: a missing one is an error only when a conversation
+// needs it (encode_record says so).
+std::optional<ChatTemplate> find_template(const TrainConfig& c, const std::filesystem::path& dir,
+                                          const Tokenizer* tok) {
+  if (c.chat_template.empty() && dir.empty()) return std::nullopt;
   try {
-    return ChatTemplate::from_tokenizer_dir(dir);
+    return resolve_chat_template(c.chat_template, dir, tok);
   } catch (const Error&) {
-    return std::nullopt;  // only an error when a conversation needs it (encode_record says so)
+    if (!c.chat_template.empty()) throw;  // the user's choice must load
+    return std::nullopt;
   }
 }
 
@@ -60,7 +61,7 @@ std::vector<Sample> load_training_samples(const TrainConfig& c, const ModelSpec&
   }
   const std::filesystem::path tok_dir =
       !c.tokenizer_dir.empty() ? c.tokenizer_dir : (tok ? c.model_dir : std::filesystem::path());
-  std::optional<ChatTemplate> chat = find_template(c, tok_dir);
+  std::optional<ChatTemplate> chat = find_template(c, tok_dir, tok ? &*tok : nullptr);
   DataConfig d;
   d.file = c.data;
   d.tokenizer_dir = tok_dir;

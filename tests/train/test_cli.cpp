@@ -45,6 +45,32 @@ TEST(Cli, UsageAndErrors) {
   EXPECT_NE(r.out.find("--model is required"), std::string::npos) << r.out;
 }
 
+TEST(Cli, TokenizeChatUsesTheTemplateAndStopsOnItsErrors) {
+  namespace fs = std::filesystem;
+  const fs::path tok = fs::path(SF_SOURCE_DIR) / "../shared/data/tokenizers/mistral";
+  if (!fs::exists(tok)) GTEST_SKIP() << "skipped: ../shared/data is absent";
+  const fs::path tmpl = fs::path(SF_SOURCE_DIR) / "tests/data/chat/mistral_inst.jinja";
+  const fs::path in = fs::temp_directory_path() / "sf_cli_chat.jsonl";
+  {
+    std::FILE* f = std::fopen(in.c_str(), "w");
+    std::fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n", f);
+    std::fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, "
+               "{\"role\": \"user\", \"content\": \"b\"}]}\n", f);
+    std::fclose(f);
+  }
+  Result r = run("tokenize --tokenizer " + tok.string() + " --chat --chat-template " +
+                 tmpl.string() + " < " + in.string());
+  EXPECT_EQ(r.code, 1);
+  // line 1: <s> [INST] Hi [/INST] — BOS written by the template, not added again
+  EXPECT_EQ(r.out.rfind("{\"ids\":[1,", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("stdin line 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Conversation roles must alternate"), std::string::npos) << r.out;
+  r = run("tokenize --tokenizer " + (fs::path(SF_SOURCE_DIR) / "../shared/data/tokenizers/gpt2").string() +
+          " --chat < " + in.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--chat-template llama3|llama2|chatml"), std::string::npos) << r.out;
+}
+
 TEST(Cli, InitModelThenTrain) {
   namespace fs = std::filesystem;
   fs::path d = fs::temp_directory_path() / "sf_cli_e2e";
