@@ -2,7 +2,8 @@
 """Peers of bench_kernels, timed in the same run on the same GPU (torch, bf16, Llama-3.1-8B shapes):
 torch SDPA (cuDNN and flash backends, enable_gqa=True, causal), eager RMSNorm / SwiGLU as transformers
 writes them, and the unfused head (bf16 logits -> fp32 -> F.cross_entropy). CUDA events, 3 warm-ups,
-median of 20 (5 for the head). Liger-Kernel is not installed on the GPU machine: its rows are absent.
+median of 20 (5 for the head). Liger-Kernel rows appear when its wheel is importable (carry it:
+bench/kernels/run.sh installs .whl/liger_kernel-*.whl with pip --target when present).
 """
 import statistics
 
@@ -100,8 +101,57 @@ def main():
     tce = time_ms(ce, warm=1, iters=5)
     extra = (torch.cuda.max_memory_allocated() - base) / 2**30
     report(f"torch unfused linear+CE (+{extra:.1f} GiB)", "16384x4096 -> 128256", tce, flops=6.0 * T * C * V)
-    print("Liger-Kernel: not installed on the GPU machine (no registry there); its fused CE, RMSNorm "
-          "and SwiGLU are not measured in this run")
+    del xh, wh, tg
+    liger(T, C, I, V, e2)
+
+
+def liger(T, C, I, V, e2):
+    """Liger-Kernel's fused kernels on the same shapes, when its wheel was carried along
+    (pip install --target; the GPU machine reaches no registry)."""
+    try:
+        import liger_kernel
+        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss, LigerRMSNorm
+        from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+    except ImportError as err:
+        print(f"Liger-Kernel: not importable here ({err}); its rows are not measured in this run")
+        return
+    ver = getattr(liger_kernel, "__version__", "0.8.5")
+    x = rand(T, C, grad=True)
+    norm = LigerRMSNorm(C, eps=1e-5).cuda().to(torch.bfloat16)
+    g = rand(T, C)
+    def rms_fb():
+        x.grad = None
+        norm.weight.grad = None
+        norm(x).backward(g)
+    report(f"liger {ver} rmsnorm fwd", "16384x4096", time_ms(lambda: norm(x)), 2 * T * C * e2)
+    report(f"liger {ver} rmsnorm fwd+bwd", "16384x4096", time_ms(rms_fb), 5 * T * C * e2)
+    del x, g, norm
+    gt, up = rand(T, I, grad=True), rand(T, I, grad=True)
+    d = rand(T, I)
+    def sw_fb():
+        gt.grad = up.grad = None
+        LigerSiLUMulFunction.apply(gt, up).backward(d)
+    report(f"liger {ver} swiglu fwd", "16384x14336",
+           time_ms(lambda: LigerSiLUMulFunction.apply(gt, up)), 3 * T * I * e2)
+    report(f"liger {ver} swiglu fwd+bwd", "16384x14336", time_ms(sw_fb), 8 * T * I * e2)
+    del gt, up, d
+    xh, wh = rand(T, C, grad=True), rand(V, C, grad=True)
+    with torch.no_grad():
+        wh.mul_(0.02)
+    tg = torch.randint(0, V, (T,), device="cuda")
+    tg[::16] = -100
+    loss_fn = LigerFusedLinearCrossEntropyLoss(ignore_index=-100)
+    def ce():
+        xh.grad = wh.grad = None
+        loss_fn(wh, xh, tg).backward()
+    ce()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    tce = time_ms(ce, warm=1, iters=5)
+    extra = (torch.cuda.max_memory_allocated() - base) / 2**30
+    report(f"liger {ver} fused linear+CE (+{extra:.1f} GiB)", "16384x4096 -> 128256", tce,
+           flops=6.0 * T * C * V)
 
 
 if __name__ == "__main__":

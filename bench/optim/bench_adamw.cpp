@@ -1,0 +1,36 @@
+// bench_adamw N_MILLION [threads]: one AdamW step over N million fp32 params (fp32 grads, as
+// torch's CPU AdamW takes them), median of 5, printing G params/s and GB/s. The peer, torch's
+// CPU AdamW on the same N and threads, is timed by bench/optim/peer_adamw.py in the same run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "optim/adamw.h"
+
+int main(int argc, char** argv) {
+  const int64_t n = int64_t(argc > 1 ? std::atof(argv[1]) : 64) * 1000000;
+  const int threads = argc > 2 ? std::atoi(argv[2]) : sf::ThreadPool::global().size();
+  sf::ThreadPool pool(threads);
+  std::vector<float> p(size_t(n), 0.01f), m(size_t(n), 0.0f), v(size_t(n), 0.0f),
+      g(size_t(n), 0.001f);
+  sf::AdamWParams hp{1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f};
+  const sf::OptimIsa isa = sf::optim_best_isa();
+  std::vector<double> t;
+  for (int r = 0; r < 6; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    sf::adamw_step(isa, pool, p.data(), m.data(), v.data(), g.data(), sf::DType::kF32, n, r + 1,
+                   hp, 1.0f, nullptr);
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  t.erase(t.begin());  // warm-up
+  std::sort(t.begin(), t.end());
+  const double s = t[t.size() / 2];
+  // read p, m, v, g; write p, m, v: 28 bytes per param
+  std::printf("slideformer adamw (%s, %d threads): n=%lld  %.3f s  %.2f G params/s  %.1f GB/s\n",
+              std::string(sf::optim_isa_name(isa)).c_str(), threads, (long long)n, s,
+              double(n) / s / 1e9, 28.0 * double(n) / s / 1e9);
+  return 0;
+}
