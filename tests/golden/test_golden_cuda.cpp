@@ -30,6 +30,7 @@
 #include "engine/engine.h"
 #include "io/safetensors.h"
 #include "model/spec.h"
+#include "golden_case.h"
 #include "train/checkpoint.h"
 
 namespace sf {
@@ -37,58 +38,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num = std::max(num, std::fabs(double(a[i]) - double(b[i])));
-    den = std::max(den, std::fabs(double(b[i])));
-  }
-  return den > 0 ? num / den : num;
-}
-
-std::vector<float> read_all(const SafetensorsReader& r, const std::string& name) {
-  const TensorInfo& t = r.get(name);
-  size_t n = 1;
-  for (int64_t s : t.shape) n *= size_t(s);
-  std::vector<float> v(n);
-  r.read_f32(name, v.data(), n);
-  return v;
-}
-
-struct Case {
-  ModelSpec spec;
-  Batch batch;
-  nlohmann::json hp;
-};
-
-Case load_case(const fs::path& dir) {
-  Case c;
-  c.spec = load_model_spec(dir);
-  std::ifstream f(dir / "batch.json");
-  nlohmann::json j = nlohmann::json::parse(f);
-  c.hp = j["hparams"];
-  auto ids = j["input_ids"].get<std::vector<std::vector<int>>>();
-  auto labels = j["labels"].get<std::vector<std::vector<int>>>();
-  c.batch.cu_seqlens.push_back(0);
-  for (size_t b = 0; b < ids.size(); ++b) {
-    const size_t S = ids[b].size();
-    for (size_t s = 0; s < S; ++s) {
-      c.batch.ids.push_back(ids[b][s]);
-      c.batch.targets.push_back(s + 1 < S ? labels[b][s + 1] : -100);
-      c.batch.positions.push_back(int32_t(s));
-    }
-    c.batch.cu_seqlens.push_back(int32_t(c.batch.ids.size()));
-  }
-  return c;
-}
+using golden::Case;
+using golden::load_case;
+using golden::read_all;
+using golden::rel_error;
 
 class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(CudaGolden, MatchesTransformersAtBf16) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
   const auto& [name, window] = GetParam();
-  const fs::path dir = fs::path(SF_SOURCE_DIR) / "tests/golden/data" / name;
+  const fs::path dir = golden::data_dir() / name;
   ASSERT_TRUE(fs::exists(dir)) << dir << " is missing: run tests/golden/make_golden.py";
   Case c = load_case(dir);
   SafetensorsReader golden(dir / "golden.safetensors");
@@ -99,17 +59,7 @@ TEST_P(CudaGolden, MatchesTransformersAtBf16) {
   bo.vocab = c.spec.vocab;
   bo.max_heads = c.spec.heads;
   auto backend = make_cuda_backend(bo);
-  EngineOptions opt;
-  opt.window = window;
-  opt.max_tokens = c.batch.tokens();
-  opt.max_sequences = int64_t(c.batch.cu_seqlens.size()) - 1;
-  opt.adamw.lr = c.hp["lr"];
-  opt.adamw.beta1 = c.hp["beta1"];
-  opt.adamw.beta2 = c.hp["beta2"];
-  opt.adamw.eps = c.hp["eps"];
-  opt.adamw.weight_decay = c.hp["weight_decay"];
-  opt.max_grad_norm = c.hp["max_grad_norm"];
-  Engine engine(*backend, c.spec, opt);
+  Engine engine(*backend, c.spec, c.options(window));
   load_model_weights(engine, dir);
 
   std::map<std::string, std::vector<float>> init;
@@ -171,9 +121,7 @@ TEST_P(CudaGolden, MatchesTransformersAtBf16) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllCases, CudaGolden,
-    ::testing::Combine(::testing::Values("llama3_rope", "llama_tied", "mistral", "qwen2_bias",
-                                         "qwen3_qknorm", "llama_gqa1_long"),
-                       ::testing::Values(1, 2, 3)),
+    ::testing::Combine(::testing::ValuesIn(golden::case_names()), ::testing::Values(1, 2, 3)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param));
     });
