@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/batch.h"
 #include "engine/host_unit.h"
 #include "engine/update_worker.h"
 #include "model/layer.h"
@@ -29,15 +30,6 @@ struct EngineOptions {
   int64_t max_sequences = 0;   // packed samples per step, at most
   AdamWParams adamw;
   float max_grad_norm = 0;     // 0: no clipping
-};
-
-// One step's tokens, packed: samples back to back, targets already shifted (-100 = no loss).
-struct Batch {
-  std::vector<int32_t> ids, targets, positions, cu_seqlens;
-  int64_t tokens() const { return int64_t(ids.size()); }
-  int64_t valid_targets() const;
-  // Checks shapes, ranges and boundaries; errors name what is wrong.
-  void validate(int64_t vocab) const;
 };
 
 struct StepResult {
