@@ -43,7 +43,8 @@ Backend& backend() {
     o.hidden = 8192;
     o.vocab = 151936;
     o.max_heads = 64;
-    o.ce_chunk_bytes = size_t(48) << 20;  // ~80 tokens a chunk at V=151936: several chunks
+    // 55 dlogits rows a chunk in 14-row F32 sub-chunks at V=151936: several chunks and sub-chunks
+    o.ce_chunk_bytes = size_t(24) << 20;
     return make_cuda_backend(o);
   }();
   return *be;
@@ -128,7 +129,9 @@ Tensor host_i32(std::vector<int32_t>& v, const Tensor& like) {
 
 TEST(CudaOps, ConvertRoundsLikeTheHost) {
   SKIP_WITHOUT_CUDA();
-  for (int64_t n : {1, 7, 8, 1000, 65543}) {
+  // the last size is past 4 grid-strides of the vector path (its unrolled loop)
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(8), int64_t(1000), int64_t(65543),
+                    (int64_t(1) << 24) + (int64_t(1) << 21) + 8}) {
     std::vector<float> x = randn(n, 3.0f);
     Dev src = upload(x, DType::kF32, {n});
     Dev bf = upload(std::vector<float>(size_t(n), 0.0f), DType::kBF16, {n});
@@ -148,7 +151,8 @@ TEST(CudaOps, AddAndSwiglu) {
     Dev da = upload(a, DType::kBF16, {n}), db = upload(b, DType::kBF16, {n});
     Dev dd = upload(d, DType::kBF16, {n}), out = upload(a, DType::kBF16, {n});
     Dev dg = upload(a, DType::kBF16, {n}), du = upload(a, DType::kBF16, {n});
-    std::vector<float> ref(static_cast<size_t>(n)), rg(static_cast<size_t>(n)), ru(static_cast<size_t>(n));
+    std::vector<float> ref(static_cast<size_t>(n)), rg(static_cast<size_t>(n)),
+        ru(static_cast<size_t>(n));
     Tensor hr = host(ref, da.t);
 
     backend().add(out.t, da.t, db.t, stream());
@@ -171,8 +175,10 @@ TEST(CudaOps, AddAndSwiglu) {
 
 TEST(CudaOps, Embedding) {
   SKIP_WITHOUT_CUDA();
-  for (auto [T, V, C] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 2}, {37, 50, 64},
-                         {500, 1000, 4096}, {300, 129, 130}}) {
+  for (auto [T, V, C] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 2},
+                         {37, 50, 64},
+                         {500, 1000, 4096},
+                         {300, 129, 130}}) {
     std::vector<float> table = round_bf16(randn(V * C)), g = round_bf16(randn(T * C));
     std::vector<int32_t> ids(static_cast<size_t>(T));
     std::uniform_int_distribution<int32_t> pick(0, int32_t(std::min<int64_t>(V, 17) - 1));
@@ -194,8 +200,19 @@ TEST(CudaOps, Embedding) {
 
 TEST(CudaOps, RmsNorm) {
   SKIP_WITHOUT_CUDA();
-  for (auto [R, C] : {std::pair<int64_t, int64_t>{1, 2}, {7, 64}, {33, 128}, {300, 1000},
-                      {64, 4096}, {5, 8192}, {1000, 96}}) {
+  // warp-slot rows (C <= 256: several rows a warp, R not a multiple of the block's rows),
+  // block-wide rows (4096, 5120, 8192), the 2-bf16 path (C % 8 != 0: 4094, 2)
+  for (auto [R, C] : {std::pair<int64_t, int64_t>{1, 2},
+                      {7, 64},
+                      {33, 128},
+                      {300, 1000},
+                      {64, 4096},
+                      {5, 8192},
+                      {1000, 96},
+                      {4099, 128},
+                      {37, 5120},
+                      {19, 4094},
+                      {3000, 4096}}) {
     const float eps = 1e-6f;
     std::vector<float> x = round_bf16(randn(R * C, 1.5f)), b = round_bf16(randn(R * C));
     std::vector<float> w = round_bf16(randn(C, 0.5f)), g = round_bf16(randn(R * C));
@@ -204,7 +221,8 @@ TEST(CudaOps, RmsNorm) {
     Dev dw_ = upload(w, DType::kBF16, {C}), dg = upload(g, DType::kBF16, {R, C});
     Dev out = upload(x, DType::kBF16, {R, C}), sum = upload(x, DType::kBF16, {R, C});
     Dev rstd = upload(std::vector<float>(size_t(R)), DType::kF32, {R});
-    std::vector<float> ro(static_cast<size_t>(R * C)), rr(static_cast<size_t>(R)), rs(static_cast<size_t>(R * C));
+    std::vector<float> ro(static_cast<size_t>(R * C)), rr(static_cast<size_t>(R)),
+        rs(static_cast<size_t>(R * C));
 
     // out = bf16(w·bf16(x·rstd)): two roundings; rstd in fp32 (sum order only).
     backend().rmsnorm_forward(out.t, rstd.t, dx_.t, dw_.t, eps, stream());
@@ -232,13 +250,28 @@ TEST(CudaOps, RmsNorm) {
                           host(w, dw_.t), host(rr, rstd.t), true);
     EXPECT_LT(rel_error(download(ddx.t), dx0), 3 * kOneRounding) << "dx " << R << "x" << C;
     EXPECT_LT(rel_error(download(ddw.t), dw0), 2 * kOneRounding) << "dw " << R << "x" << C;
+
+    // dx overwritten (no accumulation): one rounding of the output plus the dot's order
+    std::vector<float> dx1(static_cast<size_t>(R * C), 0.0f), dw1 = randn(C);
+    Dev edx = upload(std::vector<float>(size_t(R * C), NAN), DType::kBF16, {R, C});
+    Dev edw = upload(dw1, DType::kF32, {C});
+    backend().rmsnorm_backward(edx.t, edw.t, dg.t, dx_.t, dw_.t, rstd.t, false, stream());
+    cpu::rmsnorm_backward(host(dx1, edx.t), host(dw1, edw.t), host(g, dg.t), host(x, dx_.t),
+                          host(w, dw_.t), host(rr, rstd.t), false);
+    EXPECT_LT(rel_error(download(edx.t), dx1), 2 * kOneRounding) << "dx= " << R << "x" << C;
+    EXPECT_LT(rel_error(download(edw.t), dw1), 2 * kOneRounding) << "dw= " << R << "x" << C;
   }
 }
 
 TEST(CudaOps, Rope) {
   SKIP_WITHOUT_CUDA();
-  for (auto [T, H, D] : {std::tuple<int64_t, int64_t, int64_t>{5, 1, 2}, {37, 4, 64},
-                         {100, 8, 128}, {64, 32, 128}, {9, 3, 96}, {20, 2, 8}}) {
+  for (auto [T, H, D] : {std::tuple<int64_t, int64_t, int64_t>{5, 1, 2},
+                         {37, 4, 64},
+                         {100, 8, 128},
+                         {64, 32, 128},
+                         {9, 3, 96},
+                         {20, 2, 8},
+                         {33, 8, 128}}) {
     std::vector<float> x = round_bf16(randn(T * H * D)), inv(static_cast<size_t>(D / 2));
     for (int64_t i = 0; i < D / 2; ++i) inv[size_t(i)] = std::pow(500000.0f, -2.0f * i / D);
     std::vector<int32_t> pos(static_cast<size_t>(T));
@@ -265,7 +298,9 @@ TEST(CudaOps, Rope) {
 TEST(CudaOps, Linear) {
   SKIP_WITHOUT_CUDA();
   for (auto [M, K, N, bias] : {std::tuple<int64_t, int64_t, int64_t, bool>{1, 8, 8, false},
-                               {37, 64, 96, true}, {300, 1000, 130, true}, {512, 4096, 1024, false},
+                               {37, 64, 96, true},
+                               {300, 1000, 130, true},
+                               {512, 4096, 1024, false},
                                {129, 250, 77, true}}) {
     std::vector<float> x = round_bf16(randn(M * K)), w = round_bf16(randn(N * K, 0.05f));
     std::vector<float> b = round_bf16(randn(N)), dy = round_bf16(randn(M * N));
@@ -321,7 +356,8 @@ TEST_P(CudaAttention, MatchesReference) {
   for (int32_t n : c.seqlens) cu.push_back(cu.back() + n);
   const int64_t T = cu.back(), NH = c.NH, NKV = c.NKV, D = c.D, nseq = int64_t(c.seqlens.size());
   const float scale = 1.0f / std::sqrt(float(D));
-  std::vector<float> q = round_bf16(randn(T * NH * D, 1.5f)), k = round_bf16(randn(T * NKV * D, 1.5f));
+  std::vector<float> q = round_bf16(randn(T * NH * D, 1.5f)),
+                     k = round_bf16(randn(T * NKV * D, 1.5f));
   std::vector<float> v = round_bf16(randn(T * NKV * D)), go = round_bf16(randn(T * NH * D));
   Dev dq_ = upload(q, DType::kBF16, {T, NH, D}), dk_ = upload(k, DType::kBF16, {T, NKV, D});
   Dev dv_ = upload(v, DType::kBF16, {T, NKV, D}), dgo = upload(go, DType::kBF16, {T, NH, D});
@@ -345,7 +381,8 @@ TEST_P(CudaAttention, MatchesReference) {
   Dev gv = upload(std::vector<float>(size_t(T * NKV * D), NAN), DType::kBF16, {T, NKV, D});
   backend().attention_backward(gq.t, gk.t, gv.t, dgo.t, dq_.t, dk_.t, dv_.t, out.t, lse.t, dcu.t,
                                scale, stream());
-  std::vector<float> rq(static_cast<size_t>(T * NH * D)), rk(static_cast<size_t>(T * NKV * D)), rv(static_cast<size_t>(T * NKV * D));
+  std::vector<float> rq(static_cast<size_t>(T * NH * D)), rk(static_cast<size_t>(T * NKV * D)),
+      rv(static_cast<size_t>(T * NKV * D));
   cpu::attention_backward(host(rq, gq.t), host(rk, gk.t), host(rv, gv.t), host(go, dgo.t),
                           host(q, dq_.t), host(k, dk_.t), host(v, dv_.t), host(o, out.t),
                           host(l, lse.t), host_i32(cu, dcu.t), scale);
@@ -380,8 +417,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(CudaOps, LinearCrossEntropy) {
   SKIP_WITHOUT_CUDA();
-  for (auto [T, C, V] : {std::tuple<int64_t, int64_t, int64_t>{5, 64, 300}, {200, 96, 1001},
-                         {40, 256, 128256}, {100, 128, 151936}}) {
+  for (auto [T, C, V] : {std::tuple<int64_t, int64_t, int64_t>{5, 64, 300},
+                         {200, 96, 1001},
+                         {40, 256, 128256},
+                         {100, 128, 151936}}) {
     std::vector<float> x = round_bf16(randn(T * C)), w = round_bf16(randn(V * C, 0.2f));
     std::vector<int32_t> tg(static_cast<size_t>(T));
     std::uniform_int_distribution<int32_t> pick(0, int32_t(V - 1));
@@ -394,8 +433,8 @@ TEST(CudaOps, LinearCrossEntropy) {
     Dev gx = upload(std::vector<float>(size_t(T * C), NAN), DType::kBF16, {T, C});
     backend().linear_cross_entropy(loss.t, gx.t, gw.t, dx_.t, dw_.t, dt.t, grad_scale, stream());
     std::vector<float> rx(static_cast<size_t>(T * C));
-    cpu::linear_cross_entropy(host(loss0, loss.t), host(rx, gx.t), host(gw0, gw.t),
-                              host(x, dx_.t), host(w, dw_.t), host_i32(tg, dt.t), grad_scale);
+    cpu::linear_cross_entropy(host(loss0, loss.t), host(rx, gx.t), host(gw0, gw.t), host(x, dx_.t),
+                              host(w, dw_.t), host_i32(tg, dt.t), grad_scale);
     // loss: fp32 logits of bf16 operands, fp32 softmax: ~1e-6 relative
     EXPECT_NEAR(download(loss.t)[0], loss0[0], 1e-4 * std::fabs(loss0[0])) << "V=" << V;
     // dlogits are rounded to bf16 before both GEMMs (one rounding per term), dx is rounded once

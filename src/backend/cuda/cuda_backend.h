@@ -23,9 +23,12 @@ struct CudaBackendOptions {
   // Query heads of the model (attention backward keeps Δ[T, heads] in F32); 0 = hidden (safe,
   // heads <= hidden always, at hidden/head_dim times the memory).
   int64_t max_heads = 0;
-  // Device bytes for one chunk of F32 logits [chunk, V] in linear_cross_entropy; the chunk is
-  // max(16, bytes / (4·V)) tokens, capped at max_tokens.
-  size_t ce_chunk_bytes = size_t(512) << 20;
+  // Device bytes of linear_cross_entropy's workspace: a BF16 dlogits chunk [chunk, V] and an F32
+  // logits sub-chunk [sub, V] with 2·V·chunk + 4·V·sub <= bytes, chunk ≈ bytes / (3·V) tokens
+  // (capped at max_tokens). 384 MiB: 1024 + 256 rows at V = 128256, 0.37 GiB — under 10% of
+  // the BF16 logits of 16384 tokens — at the GEMMs' speed of a 512 MiB F32 chunk (the dW GEMM
+  // stays compute-bound at K = 1024).
+  size_t ce_chunk_bytes = size_t(384) << 20;
   size_t cublaslt_workspace_bytes = size_t(64) << 20;
 };
 

@@ -4,11 +4,14 @@
 // weights are BF16, statistics and gradient accumulators F32, indices I32.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "core/tensor.h"
 
 namespace sf::cuda {
+
+using bf16 = __nv_bfloat16;
 
 // ---- elementwise (elementwise.cu) ----
 void convert(Tensor dst, Tensor src, cudaStream_t stream);
@@ -24,27 +27,41 @@ void embedding_backward(Tensor dtable, Tensor ids, Tensor dout, cudaStream_t str
 void bias_grad(Tensor dbias, Tensor dy, cudaStream_t stream);
 
 // ---- RMSNorm (norm.cu); partial is F32 scratch of partial_rows × C for the dw reduction ----
+// sum/b empty: plain norm of a. max_packs (packs of 8 bf16 a thread at most; 0 = the tuned
+// default) exists for bench_kernels' variants.
 void rmsnorm_forward(Tensor sum, Tensor out, Tensor rstd, Tensor a, Tensor b, Tensor w, float eps,
-                     cudaStream_t stream);  // sum/b empty: plain norm of a
+                     cudaStream_t stream, int max_packs = 0);
 void rmsnorm_backward(Tensor dx, Tensor dw, Tensor dout, Tensor x, Tensor w, Tensor rstd,
-                      bool accumulate_dx, float* partial, int64_t partial_rows,
-                      cudaStream_t stream);
-int64_t rmsnorm_partial_rows();  // rows of partial the backward uses at most
+                      bool accumulate_dx, float* partial, int64_t partial_rows, cudaStream_t stream,
+                      int max_packs = 0);  // max_packs: as the forward's
+int64_t rmsnorm_partial_rows();            // rows of partial the backward uses at most
 
 // ---- attention (attention.cu); delta is F32 scratch of at least T·NH floats ----
 void attention_forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, Tensor cu_seqlens,
                        float scale, cudaStream_t stream);
-void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k,
-                        Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale,
-                        float* delta, int64_t delta_capacity, cudaStream_t stream);
+void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k, Tensor v,
+                        Tensor out, Tensor lse, Tensor cu_seqlens, float scale, float* delta,
+                        int64_t delta_capacity, cudaStream_t stream);
 
-// ---- cross-entropy on a chunk of F32 logits [rows, V] (cross_entropy.cu) ----
-// Row r: loss_row[r] = lse − logit[target] (0 if target is -100); the row is then overwritten,
-// in place, by BF16 dlogits = grad_scale·(softmax − onehot) (zero for ignored rows) stored at the
-// start of the row's bytes, i.e. as a BF16 matrix with leading dimension 2·V.
-void ce_rows(float* logits, int64_t rows, int64_t V, const int32_t* targets, float grad_scale,
-             float* loss_rows, cudaStream_t stream);
-// loss_sum[0] += Σ loss_rows[0..rows), in order (deterministic).
-void ce_accumulate(float* loss_sum, const float* loss_rows, int64_t rows, cudaStream_t stream);
+// ---- the fused head: linear + cross-entropy (cross_entropy.cu) ----
+class Gemm;
+// Rows of the head's workspace: `chunk` rows of BF16 dlogits [chunk, V] (the K of the dx/dW
+// GEMMs) and `sub` rows of F32 logits [sub, V]; together about `bytes` (2·V·chunk + 4·V·sub).
+struct CeRows {
+  int64_t chunk = 0, sub = 0;
+};
+CeRows ce_workspace_rows(size_t bytes, int64_t V, int64_t max_tokens);
+struct CeWorkspace {
+  CeRows rows;
+  float* logits = nullptr;     // [rows.sub, V] F32
+  bf16* dlogits = nullptr;     // [rows.chunk, V] BF16
+  float* loss_rows = nullptr;  // [rows.sub] F32
+};
+// loss_sum[0] += Σ_rows CE (ignored targets, -100, add 0); dx = grad_scale·∂/∂x (BF16);
+// dw += grad_scale·∂/∂w (F32). Deterministic: every sum in a fixed order. Shapes checked by the
+// caller; w's V must fit the workspace's vocab.
+void linear_cross_entropy(Gemm& gemm, Tensor loss_sum, Tensor dx, Tensor dw, Tensor x, Tensor w,
+                          Tensor targets, float grad_scale, const CeWorkspace& ws,
+                          cudaStream_t stream);
 
 }  // namespace sf::cuda
