@@ -8,6 +8,18 @@
 // "v1" with the GQA partials in our workspace). Each mode first checks it agrees with our kernel
 // on these inputs (max |a − b| / max |b|). SF_CUDNN_LIB=path loads another libcudnn.so.9.
 // Usage: bench_attention   (peers: python3 bench/kernels/peers.py, in the same run)
+//
+// H200, 2026-12-02, .dev binaries built on the dev machine, one device call with peers.py
+// (fwd+bwd ms; fwd ms in parentheses):
+//                            8×2048           2×8192
+//   ours (attention.cu)      8.79 (2.00)      31.50 (7.16)
+//   cuDNN 9.14 dense         2.32 (0.52)       7.47 (1.73)   equal lengths, no offsets/masks
+//   cuDNN 9.14 read          2.36 (0.53)       7.54 (1.74)   the backend's path (one sync/call)
+//   cuDNN 9.14 ragged        2.52 (0.58)       7.98 (1.85)   offsets + padding mask (v1 same)
+//   cuDNN 9.14 bound v1      2.54 (0.57)       7.96 (1.86)   S = T, no sync
+//   cuDNN 9.19 dense / read  2.25 / 2.30       7.47 / 7.51   SF_CUDNN_LIB = torch's wheel
+//   torch SDPA cuDNN 9.19    2.24 (0.51)       7.55 (1.75)
+//   torch SDPA flash         4.22 (0.95)      13.09 (3.46)
 #include <cuda_runtime.h>
 
 #include <algorithm>

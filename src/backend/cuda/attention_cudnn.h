@@ -35,10 +35,12 @@ class CudnnAttention {
   // (no synchronisation; more, mostly empty, thread blocks).
   enum class UnknownLengths { kRead, kBound };
 
-  // Loads libcudnn.so.9 and creates a handle on the current device. max_tokens bounds T (and the
-  // number of samples); workspace_bytes is device memory allocated here, once, for dQ accumulation
-  // (T·NH·D F32), the softmax row sums (T·NH F32) and cuDNN's own plan workspace: a plan that
-  // needs more is not used. Returns nullptr, with the reason in *why, when cuDNN is unusable.
+  // Loads libcudnn.so.9 (or $SF_CUDNN_LIB) and creates a handle on the current device.
+  // max_tokens bounds T (and the number of samples); workspace_bytes is device memory allocated
+  // here, once, for the dQ accumulator (T·NH·D F32), the softmax row sums and stats (T·NH F32),
+  // the GQA dK/dV partials of some plans and cuDNN's own plan workspace: a plan that needs more is
+  // not used. Returns nullptr, with the reason in *why, when cuDNN is unusable (absent, older than
+  // 9.6, a GPU before Hopper).
   static std::unique_ptr<CudnnAttention> create(int64_t max_tokens, size_t workspace_bytes,
                                                 std::string* why);
   ~CudnnAttention();

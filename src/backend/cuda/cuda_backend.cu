@@ -341,16 +341,18 @@ class CudaBackend final : public Backend {
   }
   // Attention through cuDNN's fused flash attention unless SF_ATTENTION=own. Default by
   // measurement (H200, cuDNN 9.14, bench_attention, 2026-12-02; causal GQA 32/8, D 128, fwd+bwd,
-  // lengths read back as here): 8×2048 cuDNN 2.61 ms vs our kernel 8.75 ms; 2×8192 8.03 vs
-  // 31.4 ms (torch SDPA cuDNN backend, same run: 2.22 / 7.35 ms). Its workspace — the F32 dQ
-  // accumulator and the GQA per-query-head dK/dV partials (T·NH·D each, NH·D bounded by hidden),
-  // the softmax row sums and stats (T·NH each) and 64 MiB for the rest of cuDNN's plan workspace
-  // — is allocated here; a shape that needs more, or that cuDNN has no plan for, runs our kernel.
+  // lengths read back as here): 8×2048 cuDNN 2.36 ms vs our kernel 8.79 ms; 2×8192 7.54 vs
+  // 31.5 ms (torch SDPA cuDNN backend, same run: 2.24 / 7.55 ms). Its workspace — the F32 dQ
+  // accumulator and the GQA per-query-head dK/dV partials (T·NH·D each, F32-sized as
+  // cudnn-frontend sizes them; NH·D bounded by hidden), the softmax row sums and stats (T·NH
+  // each) and 64 MiB for the rest of cuDNN's plan workspace — is allocated here (~0.8 GiB at
+  // 16384 tokens × hidden 4096); a shape that needs more, or that cuDNN has no plan for, runs our
+  // kernel (logged once per shape).
   void init_cudnn_attention(const CudaBackendOptions& o, int64_t heads) {
     if (cuda::attention_impl_from_env(cuda::AttentionImpl::kCudnn) != cuda::AttentionImpl::kCudnn)
       return;
     const size_t bytes =
-        size_t(o.max_tokens) * size_t(2 * o.hidden + 2 * heads) * 4 + (size_t(64) << 20);
+        size_t(o.max_tokens) * size_t(3 * o.hidden + 2 * heads) * 4 + (size_t(64) << 20);
     std::string why;
     cudnn_attn_ = cuda::CudnnAttention::create(o.max_tokens, bytes, &why);
     const char* env = std::getenv("SF_ATTENTION");
