@@ -97,31 +97,9 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 }
 
 namespace {
-const char* py_type(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::kNone:
-      return "NoneType";
-    case Value::Kind::kBool:
-      return "bool";
-    case Value::Kind::kInt:
-      return "int";
-    case Value::Kind::kFloat:
-      return "float";
-    case Value::Kind::kString:
-      return "str";
-    case Value::Kind::kList:
-      return "list";
-    case Value::Kind::kTuple:
-      return "tuple";
-    case Value::Kind::kDict:
-      return "dict";
-    default:
-      return "object";
-  }
-}
 [[noreturn]] void bad_operands(const std::string& op, const Value& a, const Value& b) {
-  throw LinelessError(sf::str_cat("unsupported operand type(s) for ", op, ": '", py_type(a),
-                                  "' and '", py_type(b), "'"));
+  throw LinelessError(sf::str_cat("unsupported operand type(s) for ", op, ": '", python_type_name(a),
+                                  "' and '", python_type_name(b), "'"));
 }
 template <typename Op>
 int64_t checked(Op op, int64_t x, int64_t y) {
@@ -152,7 +130,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
     if (a.is_string())
       throw LinelessError(
-          sf::str_cat("can only concatenate str (not \"", py_type(b), "\") to str"));
+          sf::str_cat("can only concatenate str (not \"", python_type_name(b), "\") to str"));
     bad_operands(op, a, b);
   }
   if (op == "-") {
@@ -218,7 +196,7 @@ Value negate(const Value& v) {
   v.require_defined();
   if (v.kind() == Value::Kind::kFloat) return Value(-v.as_double());
   if (v.is_number()) return Value(-v.as_int());
-  throw LinelessError(sf::str_cat("bad operand type for unary -: '", py_type(v), "'"));
+  throw LinelessError(sf::str_cat("bad operand type for unary -: '", python_type_name(v), "'"));
 }
 
 bool contains(const Value& c, const Value& item) {
@@ -228,7 +206,7 @@ bool contains(const Value& c, const Value& item) {
     case Value::Kind::kString:
       if (!item.is_string())
         throw LinelessError(
-            sf::str_cat("'in <string>' requires string as left operand, not ", py_type(item)));
+            sf::str_cat("'in <string>' requires string as left operand, not ", python_type_name(item)));
       return c.str().find(item.str()) != std::string::npos;
     case Value::Kind::kList:
     case Value::Kind::kTuple:
@@ -238,7 +216,7 @@ bool contains(const Value& c, const Value& item) {
     case Value::Kind::kDict:
       return c.dict().find(item) != nullptr;
     default:
-      throw LinelessError(sf::str_cat("argument of type '", py_type(c), "' is not iterable"));
+      throw LinelessError(sf::str_cat("argument of type '", python_type_name(c), "' is not iterable"));
   }
 }
 
@@ -316,7 +294,7 @@ void dump(const Value& v, const JsonOptions& o, const std::string& ind, bool pre
           break;
         default:
           throw LinelessError(
-              sf::str_cat("keys must be str, int, float, bool or None, not ", py_type(k)));
+              sf::str_cat("keys must be str, int, float, bool or None, not ", python_type_name(k)));
       }
       kv.emplace_back(ks, &val);
     }

@@ -278,8 +278,7 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-namespace {
-std::string py_type(const Value& v) {
+std::string python_type_name(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kNone:
       return "NoneType";
@@ -301,7 +300,6 @@ std::string py_type(const Value& v) {
       return v.type_name();
   }
 }
-}  // namespace
 
 int compare(const Value& a, const Value& b, const char* op) {
   a.require_defined();
@@ -319,8 +317,8 @@ int compare(const Value& a, const Value& b, const char* op) {
       if (!equals(x[i], y[i])) return compare(x[i], y[i], op);
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
   }
-  throw LinelessError(sf::str_cat("'", op, "' not supported between instances of '", py_type(a),
-                                  "' and '", py_type(b), "'"));
+  throw LinelessError(sf::str_cat("'", op, "' not supported between instances of '", python_type_name(a),
+                                  "' and '", python_type_name(b), "'"));
 }
 
 }  // namespace sf::jinja

@@ -132,4 +132,8 @@ struct CallArgs {
 bool equals(const Value& a, const Value& b);                  // Python ==
 int compare(const Value& a, const Value& b, const char* op);  // <0, 0, >0; throws on mixed types
 
+// Python's name of the value's type ("int", "str", "dict", ...), for error messages that match
+// Python's wording; other kinds get jinja2's.
+std::string python_type_name(const Value& v);
+
 }  // namespace sf::jinja
