@@ -245,6 +245,7 @@ void run() {
       std::vector<int32_t> cu;
       for (int64_t i = 0; i <= B; ++i) cu.push_back(int32_t(i * S));
       Tensor tcu = b.ints(cu);
+      be->set_host_cu_seqlens(tcu, cu);  // as the engine does
       Tensor q = b.random(DType::kBF16, {TT, NH, D}), k = b.random(DType::kBF16, {TT, NKV, D});
       Tensor v = b.random(DType::kBF16, {TT, NKV, D}), out = b.make(DType::kBF16, {TT, NH, D});
       Tensor lse = b.make(DType::kF32, {TT, NH}), dout = b.random(DType::kBF16, {TT, NH, D});
@@ -339,6 +340,7 @@ void run() {
     in.tokens = T;
     in.positions = b.ints(pos);
     in.cu_seqlens = b.ints(cu);
+    be->set_host_cu_seqlens(in.cu_seqlens, cu);  // as the engine does
     in.inv_freq = b.make(DType::kF32, {D / 2});
     CK(cudaMemcpy(in.inv_freq.data, invf.data(), invf.size() * 4, cudaMemcpyHostToDevice));
     Tensor lx = b.random(DType::kBF16, {T, C}), ly = b.make(DType::kBF16, {T, C});

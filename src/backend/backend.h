@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -120,6 +121,10 @@ class Backend {
   // cu_seqlens[nseq+1] (I32) are the sample boundaries: no token attends across them.
   virtual void attention_forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v,
                                  Tensor cu_seqlens, float scale, Stream& s) = 0;
+  // A hint for the attention calls that follow: `host` is what the device tensor `cu_seqlens`
+  // holds, so a backend need not read the boundaries back (a synchronising copy) in every call.
+  // Calls with another cu_seqlens tensor ignore it; the next hint replaces it.
+  virtual void set_host_cu_seqlens(Tensor cu_seqlens, const std::vector<int32_t>& host) {}
   // dq, dk, dv are overwritten.
   virtual void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q,
                                   Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens,

@@ -214,6 +214,7 @@ void Engine::upload_batch(const Batch& b) {
   in_.targets = Tensor(d + T, DType::kI32, {T});
   in_.positions = Tensor(d + 2 * T, DType::kI32, {T});
   in_.cu_seqlens = Tensor(d + 3 * T, DType::kI32, {nseq + 1});
+  be_.set_host_cu_seqlens(in_.cu_seqlens, b.cu_seqlens);  // no read-back in attention calls
   for (int k = 0; k < 2; ++k) {
     act_[k] = Tensor(act_[k].data, dt_, {T, spec_.hidden});
     restore_[k] = Tensor(restore_[k].data, dt_, {T, spec_.hidden});

@@ -260,16 +260,28 @@ class CudaBackend final : public Backend {
                          float scale, Stream& s) override {
     set_device();
     if (cudnn_attn_ &&
-        cudnn_attn_->forward(out, lse, q, k, v, cu_seqlens, nullptr, scale, raw(s)))
+        cudnn_attn_->forward(out, lse, q, k, v, cu_seqlens, host_cu(cu_seqlens), scale, raw(s)))
       return;
     cuda::attention_forward(out, lse, q, k, v, cu_seqlens, scale, raw(s));
+  }
+  void set_host_cu_seqlens(Tensor cu_seqlens, const std::vector<int32_t>& host) override {
+    hint_data_ = cu_seqlens.data;
+    hint_numel_ = cu_seqlens.numel();
+    hint_ = host;
+  }
+  // The host copy of `cu` when the engine handed one over, else null (cuDNN then reads it back).
+  const int32_t* host_cu(const Tensor& cu) const {
+    return cu.data == hint_data_ && cu.numel() == hint_numel_ &&
+                   int64_t(hint_.size()) == hint_numel_
+               ? hint_.data()
+               : nullptr;
   }
   void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k,
                           Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale,
                           Stream& s) override {
     set_device();
     if (cudnn_attn_ && cudnn_attn_->backward(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens,
-                                             nullptr, scale, raw(s)))
+                                             host_cu(cu_seqlens), scale, raw(s)))
       return;
     cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, scale,
                              delta_.as<float>(), delta_cap_, raw(s));
@@ -374,6 +386,10 @@ class CudaBackend final : public Backend {
   Scratch lt_ws_, logits_, dlogits_, loss_rows_, delta_, partial_;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::CudnnAttention> cudnn_attn_;  // null: our kernel (attention.cu) only
+  // set_host_cu_seqlens: the boundaries of the device tensor at hint_data_, on the host.
+  const void* hint_data_ = nullptr;
+  int64_t hint_numel_ = 0;
+  std::vector<int32_t> hint_;
   CallbackFailure failure_;
 };
 
