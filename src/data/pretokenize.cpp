@@ -45,6 +45,19 @@ void split_by_matches(size_t n, const Ranges& matches, Behavior behavior, bool i
   auto emit = [&](size_t b, size_t e) {
     if (e > b) out.emplace_back(b, e);
   };
+  // Walks the parts in order, extending the last piece when joins(is_match, previous) says so.
+  auto merge_forward = [&](auto joins) {
+    Ranges acc;
+    bool previous = false;
+    for (const Part& p : parts) {
+      if (!acc.empty() && joins(p.is_match, previous))
+        acc.back().second = p.e;
+      else
+        acc.emplace_back(p.b, p.e);
+      previous = p.is_match;
+    }
+    for (auto [b, e] : acc) emit(b, e);
+  };
   switch (behavior) {
     case Behavior::kIsolated:
       for (const Part& p : parts) emit(p.b, p.e);
@@ -53,32 +66,12 @@ void split_by_matches(size_t n, const Ranges& matches, Behavior behavior, bool i
       for (const Part& p : parts)
         if (!p.is_match) emit(p.b, p.e);
       break;
-    case Behavior::kContiguous: {
-      Ranges acc;
-      bool previous = false;
-      for (const Part& p : parts) {
-        if (p.is_match == previous && !acc.empty())
-          acc.back().second = p.e;
-        else
-          acc.emplace_back(p.b, p.e);
-        previous = p.is_match;
-      }
-      for (auto [b, e] : acc) emit(b, e);
+    case Behavior::kContiguous:  // runs of matches, and runs of non-matches, each one piece
+      merge_forward([](bool match, bool previous) { return match == previous; });
       break;
-    }
-    case Behavior::kMergedWithPrevious: {
-      Ranges acc;
-      bool previous = false;
-      for (const Part& p : parts) {
-        if (p.is_match && !previous && !acc.empty())
-          acc.back().second = p.e;
-        else
-          acc.emplace_back(p.b, p.e);
-        previous = p.is_match;
-      }
-      for (auto [b, e] : acc) emit(b, e);
+    case Behavior::kMergedWithPrevious:  // a match joins the piece before it
+      merge_forward([](bool match, bool previous) { return match && !previous; });
       break;
-    }
     case Behavior::kMergedWithNext: {
       Ranges acc;
       bool previous = false;
