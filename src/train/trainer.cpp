@@ -9,13 +9,13 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
+#include "data/chat_template.h"
+#include "data/pipeline.h"
+#include "data/tokenizer.h"
 #include "engine/engine.h"
 #include "model/spec.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
-#include "data/chat_template.h"
-#include "data/pipeline.h"
-#include "data/tokenizer.h"
 
 namespace sf {
 namespace {
