@@ -242,6 +242,14 @@ ModelSpec parse_model_spec(const std::string& json_text, const std::string& sour
   }
   s.mlp_bias = def.mlp_bias_key && c.get_bool("mlp_bias", false);
   s.qk_norm = def.qk_norm;
+  // The engine implements SwiGLU with SiLU and no dropout: anything else would train silently
+  // differently from transformers.
+  const std::string act = c.get_string("hidden_act", "silu");
+  SF_CHECK(act == "silu" || act == "swish", c.source(), ": hidden_act \"", act,
+           "\" is not supported (only silu, the activation of these architectures)");
+  const double dropout = c.get_double("attention_dropout", 0.0);
+  SF_CHECK(dropout == 0.0, c.source(), ": attention_dropout ", dropout,
+           " is not supported (training runs without dropout): set it to 0.0 in config.json");
   s.tie_word_embeddings = c.get_bool("tie_word_embeddings", false);
   parse_window(c, def, s);
   s.bos_token_id = c.get_token_id("bos_token_id");

@@ -279,6 +279,13 @@ TEST(ModelSpec, BadInputsNameFileAndKey) {
                {"hidden_size", "num_attention_heads"});
   expect_error(edit(kLlama31, [](json& j) { j["head_dim"] = 127; }), {"head_dim", "odd"});
   expect_error(edit(kMistral, [](json& j) { j["sliding_window"] = -5; }), {"sliding_window"});
+  // What the engine does not implement is refused, never trained differently.
+  expect_error(edit(kLlama31, [](json& j) { j["hidden_act"] = "gelu"; }),
+               {"/ckpt/config.json", "hidden_act", "gelu", "silu"});
+  expect_error(edit(kLlama31, [](json& j) { j["attention_dropout"] = 0.1; }),
+               {"/ckpt/config.json", "attention_dropout", "set it to 0.0"});
+  EXPECT_NO_THROW(parse_model_spec(edit(kLlama31, [](json& j) { j["hidden_act"] = "swish"; }),
+                                   "/ckpt/config.json"));
   expect_error(edit(kLlama31, [](json& j) { j["hidden_size"] = 1e30; }), {"'hidden_size'"});
 }
 
