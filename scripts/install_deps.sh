@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and the tests need (idempotent; root or sudo).
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build nlohmann-json3-dev libgtest-dev libpcre2-dev python3)
+pkgs=(build-essential cmake ninja-build nlohmann-json3-dev libgtest-dev libpcre2-dev python3 python3-pip)
 pkgs+=(libutf8proc-dev)  # tokenizer: Unicode normalization (linked statically)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -5,7 +5,13 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 # Python test tooling from PyPI (the reference tokenizer); tests that need it skip, saying so,
 # where it cannot be installed.
-python3 -m pip install --quiet --disable-pip-version-check tokenizers 2>/dev/null ||
+# (Debian's own python3 refuses pip installs outside a venv unless told: try that second.)
+pip_install() {
+  python3 -m pip install --quiet --disable-pip-version-check "$@" 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "$@" \
+      2>/dev/null
+}
+python3 -c "import tokenizers" 2>/dev/null || pip_install tokenizers ||
   echo "note: could not pip install tokenizers; the tokenizer parity tests will be skipped"
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "note: no GPU on this machine: the CUDA tests are built and run, and each reports itself"
