@@ -17,6 +17,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_backend.h"
+#include "device_tensors.h"
 #endif
 
 namespace sf {
@@ -64,48 +65,15 @@ Env& env() {
   return e;
 }
 
-struct Dev {
-  Buffer buf;
-  Tensor t;
-};
-
+using test::Dev;
+using test::host;
 Dev upload_raw(const void* src, DType dt, std::initializer_list<int64_t> shape) {
-  Dev d;
-  d.t = Tensor(nullptr, dt, shape);
-  d.buf = env().be->alloc(MemoryKind::kDevice, std::max<size_t>(d.t.bytes(), 16), "test tensor");
-  d.t.data = d.buf.data();
-  if (d.t.bytes()) env().be->copy(d.t.data, src, d.t.bytes(), *env().s);
-  env().be->synchronize(*env().s);
-  return d;
+  return test::upload_raw(*env().be, *env().s, src, dt, shape);
 }
-
 Dev upload(const std::vector<float>& v, DType dt, std::initializer_list<int64_t> shape) {
-  if (dt == DType::kF32) return upload_raw(v.data(), dt, shape);
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
-  return upload_raw(h.data(), dt, shape);
+  return test::upload(*env().be, *env().s, v, dt, shape);
 }
-
-std::vector<float> download(const Tensor& t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (t.dtype == DType::kF32) {
-    env().be->copy(out.data(), t.data, t.bytes(), *env().s);
-    env().be->synchronize(*env().s);
-    return out;
-  }
-  std::vector<uint16_t> h(out.size());
-  env().be->copy(h.data(), t.data, t.bytes(), *env().s);
-  env().be->synchronize(*env().s);
-  for (size_t i = 0; i < h.size(); ++i) out[i] = bf16_to_f32(h[i]);
-  return out;
-}
-
-Tensor host(std::vector<float>& v, const Tensor& like) {
-  Tensor r = like;
-  r.data = v.data();
-  r.dtype = DType::kF32;
-  return r;
-}
+std::vector<float> download(const Tensor& t) { return test::download(*env().be, *env().s, t); }
 
 std::vector<float> randn_bf16(int64_t n, float scale, std::mt19937& g) {
   std::normal_distribution<float> d(0.0f, scale);

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/ops.h"
 #include "backend/cuda/cuda_backend.h"
+#include "device_tensors.h"
 
 namespace sf {
 namespace {
@@ -71,54 +72,18 @@ std::vector<float> round_bf16(std::vector<float> v) {
   return v;
 }
 
-// A device tensor; host data is uploaded as its dtype (BF16 values must already be bf16-exact).
-struct Dev {
-  Buffer buf;
-  Tensor t;
-};
-
+using test::Dev;
+using test::host;
 Dev upload_raw(const void* src, DType dt, std::initializer_list<int64_t> shape) {
-  Dev d;
-  d.t = Tensor(nullptr, dt, shape);
-  d.buf = backend().alloc(MemoryKind::kDevice, std::max<size_t>(d.t.bytes(), 16), "test tensor");
-  d.t.data = d.buf.data();
-  if (d.t.bytes()) backend().copy(d.t.data, src, d.t.bytes(), stream());
-  backend().synchronize(stream());
-  return d;
+  return test::upload_raw(backend(), stream(), src, dt, shape);
 }
-
 Dev upload(const std::vector<float>& v, DType dt, std::initializer_list<int64_t> shape) {
-  if (dt == DType::kF32) return upload_raw(v.data(), dt, shape);
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
-  return upload_raw(h.data(), dt, shape);
+  return test::upload(backend(), stream(), v, dt, shape);
 }
-
 Dev upload_i32(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
   return upload_raw(v.data(), DType::kI32, shape);
 }
-
-std::vector<float> download(const Tensor& t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (t.dtype == DType::kF32) {
-    backend().copy(out.data(), t.data, t.bytes(), stream());
-    backend().synchronize(stream());
-    return out;
-  }
-  std::vector<uint16_t> h(out.size());
-  backend().copy(h.data(), t.data, t.bytes(), stream());
-  backend().synchronize(stream());
-  for (size_t i = 0; i < h.size(); ++i) out[i] = bf16_to_f32(h[i]);
-  return out;
-}
-
-// The same shape over host fp32 data, for the reference.
-Tensor host(std::vector<float>& v, const Tensor& like) {
-  Tensor r = like;
-  r.data = v.data();
-  r.dtype = DType::kF32;
-  return r;
-}
+std::vector<float> download(const Tensor& t) { return test::download(backend(), stream(), t); }
 Tensor host_i32(std::vector<int32_t>& v, const Tensor& like) {
   Tensor r = like;
   r.data = v.data();

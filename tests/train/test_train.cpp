@@ -206,6 +206,18 @@ TEST(Train, BadModelGivesClearErrors) {
   EXPECT_NE(e.find("nan at element 5"), std::string::npos) << e;
 }
 
+// The error of one training step on a short text with the model in `model`.
+std::string train_error(const fs::path& model) {
+  TrainConfig c;
+  c.model_dir = model;
+  write_text(model.parent_path() / "t.txt", "enough text to make a couple of samples from");
+  c.data = model.parent_path() / "t.txt";
+  c.steps = 1;
+  c.cutoff_len = 16;
+  std::ostringstream log;
+  return error_of([&] { run_training(c, log); });
+}
+
 // A checkpoint whose tensor has an integer dtype, written byte by byte per the safetensors format.
 TEST(Train, WrongDtypeIsNamed) {
   fs::path model = make_model("dtype");
@@ -232,14 +244,7 @@ TEST(Train, WrongDtypeIsNamed) {
   for (int i = 0; i < 8; ++i) file[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
   write_text(model / "model.safetensors.new", file + header + data);
   fs::rename(model / "model.safetensors.new", model / "model.safetensors");
-  TrainConfig c;
-  c.model_dir = model;
-  write_text(model.parent_path() / "t.txt", "enough text to make a couple of samples from");
-  c.data = model.parent_path() / "t.txt";
-  c.steps = 1;
-  c.cutoff_len = 16;
-  std::ostringstream log;
-  std::string e = error_of([&] { run_training(c, log); });
+  const std::string e = train_error(model);
   EXPECT_NE(e.find("model.norm.weight"), std::string::npos) << e;
   EXPECT_NE(e.find("I32"), std::string::npos) << e;
 }
@@ -247,14 +252,7 @@ TEST(Train, WrongDtypeIsNamed) {
 TEST(Train, MissingWeightsAreNamed) {
   fs::path model = make_model("noweights");
   fs::remove(model / "model.safetensors");
-  TrainConfig c;
-  c.model_dir = model;
-  write_text(model.parent_path() / "t.txt", "enough text to make a couple of samples from");
-  c.data = model.parent_path() / "t.txt";
-  c.steps = 1;
-  c.cutoff_len = 16;
-  std::ostringstream log;
-  std::string e = error_of([&] { run_training(c, log); });
+  const std::string e = train_error(model);
   EXPECT_NE(e.find("safetensors"), std::string::npos) << e;
   EXPECT_NE(e.find(model.string()), std::string::npos) << e;
 }
