@@ -140,9 +140,12 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
     cuda::attention_backward(dq, dk, dv, dout, q, k, v, o, lse, tcu, scale, delta, T * NH, st);
   };
   const double of = median_ms(st, own_f);
-  const double ob = median_ms(st, own_b);
+  const double ofb = median_ms(st, [&] {
+    own_f();
+    own_b();
+  });
   report("ours fwd", shape, of, fwd);
-  report("ours fwd+bwd", shape, of + ob, 3.5 * fwd);
+  report("ours fwd+bwd", shape, ofb, 3.5 * fwd);
   if (!cudnn) return;
 
   using UL = cuda::CudnnAttention::UnknownLengths;
@@ -186,11 +189,15 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
                   m.name, shape.c_str(), rel_diff(o2, o), rel_diff(lse2, lse), rel_diff(dq2, dq),
                   rel_diff(dk2, dk), rel_diff(dv2, dv));
     }
-    const double tf = median_ms(st, cf), tb = median_ms(st, cb);
+    // fwd+bwd is timed as one region, as peers.py times torch (forward, then backward)
+    const double tf = median_ms(st, cf), tfb = median_ms(st, [&] {
+      cf();
+      cb();
+    });
     const std::string nf = std::string("cuDNN (") + m.name + ") fwd";
     const std::string nb = std::string("cuDNN (") + m.name + ") fwd+bwd";
     report(nf.c_str(), shape, tf, fwd);
-    report(nb.c_str(), shape, tf + tb, 3.5 * fwd);
+    report(nb.c_str(), shape, tfb, 3.5 * fwd);
   }
 }
 
@@ -214,7 +221,8 @@ int main() {
     // plan
     auto cudnn = cuda::CudnnAttention::create(16384, size_t(1) << 30, &why);
     std::printf("device: %s  cuDNN: %s\n", prop.name,
-                cudnn ? std::to_string(cudnn->version()).c_str() : ("unavailable: " + why).c_str());
+                cudnn ? (std::to_string(cudnn->version()) + " from " + cudnn->library()).c_str()
+                      : ("unavailable: " + why).c_str());
     run_shape(8, 2048, cudnn.get(), st);
     run_shape(2, 8192, cudnn.get(), st);
     cudnn.reset();

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Peers of bench_kernels, timed in the same run on the same GPU (torch, bf16, Llama-3.1-8B shapes):
+"""Peers of bench_kernels (usage: peers.py [attention]), timed in the same run on the same GPU (torch, bf16, Llama-3.1-8B shapes):
 torch SDPA (cuDNN and flash backends, enable_gqa=True, causal), eager RMSNorm / SwiGLU as transformers
 writes them, and the unfused head (bf16 logits -> fp32 -> F.cross_entropy). CUDA events, 3 warm-ups,
 median of 20 (5 for the head). Liger-Kernel rows appear when its wheel is importable (carry it:
 bench/kernels/run.sh installs .whl/liger_kernel-*.whl with pip --target when present).
 """
 import statistics
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +49,9 @@ def main():
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  cuDNN {torch.backends.cudnn.version()}")
     T, C, I, V, NH, NKV, D = 16384, 4096, 14336, 128256, 32, 8, 128
     e2 = 2.0
+    if sys.argv[1:] == ["attention"]:  # the attention rows only
+        attention(NH, NKV, D)
+        return
 
     x, w = rand(T, C, grad=True), rand(C, grad=True)
     g = rand(T, C)
@@ -67,6 +71,27 @@ def main():
     report("torch eager swiglu fwd+bwd", "16384x14336", time_ms(sw_fb), 8 * T * I * e2)
     del gt, up, d
 
+    attention(NH, NKV, D)
+
+    xh, wh = rand(T, C, grad=True), rand(V, C, grad=True)
+    with torch.no_grad():
+        wh.mul_(0.02)
+    tg = torch.randint(0, V, (T,), device="cuda")
+    tg[::16] = -100
+    def ce():
+        xh.grad = wh.grad = None
+        logits = (xh @ wh.t()).float()
+        F.cross_entropy(logits, tg, ignore_index=-100).backward()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    tce = time_ms(ce, warm=1, iters=5)
+    extra = (torch.cuda.max_memory_allocated() - base) / 2**30
+    report(f"torch unfused linear+CE (+{extra:.1f} GiB)", "16384x4096 -> 128256", tce, flops=6.0 * T * C * V)
+    del xh, wh, tg
+    liger(T, C, I, V, e2)
+
+
+def attention(NH, NKV, D):
     for B, S in ((8, 2048), (2, 8192)):
         q = rand(B, NH, S, D, grad=True)
         k, v = rand(B, NKV, S, D, grad=True), rand(B, NKV, S, D, grad=True)
@@ -86,23 +111,6 @@ def main():
             except RuntimeError as err:
                 print(f"torch SDPA {name}: not available here ({str(err).splitlines()[0]})")
         del q, k, v, do
-
-    xh, wh = rand(T, C, grad=True), rand(V, C, grad=True)
-    with torch.no_grad():
-        wh.mul_(0.02)
-    tg = torch.randint(0, V, (T,), device="cuda")
-    tg[::16] = -100
-    def ce():
-        xh.grad = wh.grad = None
-        logits = (xh @ wh.t()).float()
-        F.cross_entropy(logits, tg, ignore_index=-100).backward()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    tce = time_ms(ce, warm=1, iters=5)
-    extra = (torch.cuda.max_memory_allocated() - base) / 2**30
-    report(f"torch unfused linear+CE (+{extra:.1f} GiB)", "16384x4096 -> 128256", tce, flops=6.0 * T * C * V)
-    del xh, wh, tg
-    liger(T, C, I, V, e2)
 
 
 def liger(T, C, I, V, e2):

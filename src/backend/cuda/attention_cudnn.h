@@ -7,7 +7,9 @@
 // per-sample element offsets (ragged offsets) and per-sample lengths (padding mask), B = number of
 // samples (rounded up to a power of two; the extra samples are empty), S = longest sample (rounded
 // up to a power of two) — so no token attends across a sample boundary and no padding is stored.
-// The graphs are the ones cudnn-frontend's SDPA nodes lower to (cuDNN 9.6+ for ragged GQA).
+// The graphs are the ones cudnn-frontend's SDPA nodes lower to (cuDNN 9.6+ for ragged GQA;
+// attention_cudnn_graphs.h); each shape's plan is the fastest of the heuristics' candidates,
+// timed at its first call (SF_CUDNN_TUNE=0: the first candidate).
 // lse = cuDNN's softmax "stats" = max + log(Σ exp(s − max)) of the scaled scores: natural log,
 // the same convention as our kernel and the CPU reference.
 #pragma once
@@ -35,7 +37,8 @@ class CudnnAttention {
   // (no synchronisation; more, mostly empty, thread blocks).
   enum class UnknownLengths { kRead, kBound };
 
-  // Loads libcudnn.so.9 (or $SF_CUDNN_LIB) and creates a handle on the current device.
+  // Loads libcudnn.so.9 ($SF_CUDNN_LIB, else the newest found: cudnn_graph.h) and creates a
+  // handle on the current device.
   // max_tokens bounds T (and the number of samples); workspace_bytes is device memory allocated
   // here, once, for the dQ accumulator (T·NH·D F32), the softmax row sums and stats (T·NH F32),
   // the GQA dK/dV partials of some plans and cuDNN's own plan workspace: a plan that needs more is
@@ -64,7 +67,8 @@ class CudnnAttention {
   void set_dense_when_equal(bool on) { dense_ = on; }
   // Backward workspace layout to use (-1: the first that cuDNN finalizes; see kVariants).
   void force_backward_variant(int v) { variant_ = v; }
-  size_t version() const;  // cudnnGetVersion(), e.g. 91400
+  size_t version() const;              // cudnnGetVersion(), e.g. 91400
+  const std::string& library() const;  // the path it was loaded from
   // Why the last call returned false ("" after a call that ran).
   const std::string& last_refusal() const { return refusal_; }
 

@@ -1,0 +1,255 @@
+// defines: sf::cuda::cudnn::{api, status_text, check, verbose, Graph} (cudnn_graph.h) — loading
+// libcudnn.so.9 (choosing the newest one found) and building operation graphs and plans through
+// the backend descriptor API.
+#include "backend/cuda/cudnn_graph.h"
+
+#include <dlfcn.h>
+#include <glob.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace sf::cuda::cudnn {
+namespace {
+
+// Opens `path` and resolves the entry points; r.error says why not.
+Api load(const std::string& path) {
+  Api r;
+  r.lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!r.lib) {
+    const char* e = dlerror();
+    r.error = "dlopen(" + path + "): " + (e ? e : "not found");
+    return r;
+  }
+  auto get = [&](auto& fn, const char* name, bool required = true) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(r.lib, name));
+    if (!fn && required && r.error.empty()) r.error = path + " lacks " + name;
+  };
+  get(r.create, "cudnnCreate");
+  get(r.destroy, "cudnnDestroy");
+  get(r.set_stream, "cudnnSetStream");
+  get(r.get_version, "cudnnGetVersion");
+  get(r.error_string, "cudnnGetErrorString");
+  get(r.last_error, "cudnnGetLastErrorString", false);
+  get(r.create_desc, "cudnnBackendCreateDescriptor");
+  get(r.destroy_desc, "cudnnBackendDestroyDescriptor");
+  get(r.finalize, "cudnnBackendFinalize");
+  get(r.set_attr, "cudnnBackendSetAttribute");
+  get(r.get_attr, "cudnnBackendGetAttribute");
+  get(r.execute, "cudnnBackendExecute");
+  if (r.error.empty()) r.version = r.get_version();
+  r.path = path;
+  return r;
+}
+
+// Where pip puts cuDNN (the nvidia-cudnn-cu12 / -cu13 wheels torch and JAX depend on): the
+// site-packages of the system Python, of a user install, of an active venv or conda env.
+std::vector<std::string> wheel_candidates() {
+  std::vector<std::string> patterns = {
+      "/usr/local/lib/python3*/dist-packages/nvidia/cudnn/lib/libcudnn.so.9",
+      "/usr/local/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+      "/usr/lib/python3/dist-packages/nvidia/cudnn/lib/libcudnn.so.9",
+      "/opt/conda/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+  };
+  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
+    if (const char* p = std::getenv(var); p && *p)
+      patterns.push_back(std::string(p) +
+                         "/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9");
+  if (const char* home = std::getenv("HOME"); home && *home)
+    patterns.push_back(std::string(home) +
+                       "/.local/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9");
+  std::vector<std::string> out;
+  for (const std::string& pat : patterns) {
+    glob_t g{};
+    if (glob(pat.c_str(), 0, nullptr, &g) == 0)
+      for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+    globfree(&g);
+  }
+  return out;
+}
+
+}  // namespace
+
+const Api& api() {
+  static const Api a = [] {
+    // SF_CUDNN_LIB names the one library to use.
+    if (const char* env = std::getenv("SF_CUDNN_LIB"); env && *env) return load(env);
+    // Otherwise the newest that loads: cuDNN's attention engines get faster from release to
+    // release (9.19 runs our backward ~3 % faster than 9.14 on the H200, docs/perf.md), and a
+    // machine with PyTorch often has a newer wheel than its system package. The losers stay
+    // mapped (a few MB; cuDNN's sub-libraries load only when a handle is created).
+    Api best = load("libcudnn.so.9");
+    for (const std::string& path : wheel_candidates()) {
+      Api c = load(path);
+      if (c.error.empty() && (!best.error.empty() || c.version > best.version)) best = c;
+    }
+    return best;
+  }();
+  return a;
+}
+
+std::string status_text(Status s) {
+  const Api& a = api();
+  std::string t = a.error_string ? a.error_string(s) : std::to_string(s);
+  if (a.last_error) {
+    char buf[512] = {0};
+    a.last_error(buf, sizeof buf);
+    if (buf[0]) t += std::string(" (") + buf + ")";
+  }
+  return t;
+}
+
+void check(Status s, const char* what) {
+  if (s != 0) throw Failure(std::string(what) + ": " + status_text(s));
+}
+
+bool verbose() {
+  static const bool v = [] {
+    const char* e = std::getenv("SF_CUDNN_VERBOSE");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  return v;
+}
+
+Graph::~Graph() {
+  for (auto it = all_.rbegin(); it != all_.rend(); ++it) api().destroy_desc(*it);
+}
+
+Desc Graph::make(int type) {
+  Desc d = nullptr;
+  check(api().create_desc(type, &d), "cudnnBackendCreateDescriptor");
+  all_.push_back(d);
+  return d;
+}
+
+void Graph::set(Desc d, int attr, int type, int64_t n, const void* v, const char* what) {
+  check(api().set_attr(d, attr, type, n, v), what);
+}
+
+void Graph::finalize(Desc d, const char* what) { check(api().finalize(d), what); }
+
+bool Graph::uses(int64_t uid) const {
+  return std::find(io_uids_.begin(), io_uids_.end(), uid) != io_uids_.end();
+}
+
+Desc Graph::tensor(int64_t uid, int dtype, const Dims& dims, const Dims& strides, bool is_virtual,
+                   Desc ragged, bool by_value) {
+  Desc t = make(kDescTensor);
+  if (!is_virtual) io_uids_.push_back(uid);
+  const int64_t align = 16;
+  const bool virt = is_virtual;
+  set(t, kTensorType, kTypeDataType, 1, &dtype, "tensor data type");
+  set(t, kTensorDims, kTypeInt64, 4, dims.data(), "tensor dims");
+  set(t, kTensorStrides, kTypeInt64, 4, strides.data(), "tensor strides");
+  set(t, kTensorUid, kTypeInt64, 1, &uid, "tensor uid");
+  set(t, kTensorAlign, kTypeInt64, 1, &align, "tensor alignment");
+  set(t, kTensorVirtual, kTypeBool, 1, &virt, "tensor virtual");
+  if (by_value) set(t, kTensorByValue, kTypeBool, 1, &by_value, "tensor by value");
+  if (ragged) set_desc(t, kTensorRagged, ragged, "tensor ragged offset");
+  finalize(t, "tensor");
+  return t;
+}
+
+void Graph::pointwise(int mode, Desc x, Desc b, Desc y, Desc t, int prec, int64_t axis) {
+  Desc pw = make(kDescPointwise);
+  set(pw, kPwMode, kTypePointwiseMode, 1, &mode, "pointwise mode");
+  set(pw, kPwMathPrec, kTypeDataType, 1, &prec, "pointwise precision");
+  if (axis >= 0) set(pw, kPwAxis, kTypeInt64, 1, &axis, "pointwise axis");
+  finalize(pw, "pointwise descriptor");
+  Desc op = make(kDescOpPointwise);
+  set_desc(op, kOpPwDesc, pw, "pointwise op");
+  set_desc(op, kOpPwX, x, "pointwise x");
+  if (b) set_desc(op, kOpPwB, b, "pointwise b");
+  set_desc(op, kOpPwY, y, "pointwise y");
+  if (t) set_desc(op, kOpPwT, t, "pointwise t");
+  finalize(op, "pointwise op");
+  ops_.push_back(op);
+}
+
+void Graph::reduction(int mode, Desc x, Desc y) {
+  Desc r = make(kDescReduction);
+  const int prec = kF32;
+  set(r, kRedOp, kTypeReductionOp, 1, &mode, "reduction mode");
+  set(r, kRedCompType, kTypeDataType, 1, &prec, "reduction precision");
+  finalize(r, "reduction descriptor");
+  Desc op = make(kDescOpReduction);
+  set_desc(op, kOpRedDesc, r, "reduction op");
+  set_desc(op, kOpRedX, x, "reduction x");
+  set_desc(op, kOpRedY, y, "reduction y");
+  finalize(op, "reduction op");
+  ops_.push_back(op);
+}
+
+void Graph::matmul(Desc a, Desc b, Desc c, Desc m, Desc n, Desc k, bool zero_padding) {
+  Desc mm = make(kDescMatmul);
+  const int prec = kF32;
+  set(mm, kMatmulCompType, kTypeDataType, 1, &prec, "matmul precision");
+  if (zero_padding) {
+    const double zero = 0.0;
+    if (api().set_attr(mm, kMatmulPadding, kTypeDouble, 1, &zero) != 0) {
+      const float zf = 0.0f;
+      set(mm, kMatmulPadding, kTypeFloat, 1, &zf, "matmul padding value");
+    }
+  }
+  finalize(mm, "matmul descriptor");
+  Desc op = make(kDescOpMatmul);
+  set_desc(op, kOpMmA, a, "matmul a");
+  set_desc(op, kOpMmB, b, "matmul b");
+  set_desc(op, kOpMmC, c, "matmul c");
+  set_desc(op, kOpMmDesc, mm, "matmul op");
+  if (m) set_desc(op, kOpMmM, m, "matmul M override");
+  if (n) set_desc(op, kOpMmN, n, "matmul N override");
+  if (k) set_desc(op, kOpMmK, k, "matmul K override");
+  finalize(op, "matmul op");
+  ops_.push_back(op);
+}
+
+void Graph::reshape(Desc x, Desc y) {
+  Desc op = make(kDescOpReshape);
+  set_desc(op, kOpReshapeX, x, "reshape x");
+  set_desc(op, kOpReshapeY, y, "reshape y");
+  finalize(op, "reshape op");
+  ops_.push_back(op);
+}
+
+const std::vector<Graph::Plan>& Graph::plan(Handle h, int max_plans) {
+  Desc g = make(kDescOpGraph);
+  set(g, kGraphOps, kTypeDesc, int64_t(ops_.size()), ops_.data(), "graph ops");
+  api().set_attr(g, kGraphHandle, kTypeHandle, 1, &h);  // deprecated after 9.x: optional
+  finalize(g, "operation graph");
+  std::string tried;
+  for (int mode : {kHeurA, kHeurFallback}) {
+    Desc heur = make(kDescEngineHeur);
+    set_desc(heur, kHeurGraph, g, "heuristics graph");
+    set(heur, kHeurMode, kTypeHeurMode, 1, &mode, "heuristics mode");
+    if (api().finalize(heur) != 0) continue;
+    int64_t n = 0;
+    if (api().get_attr(heur, kHeurResults, kTypeDesc, 0, &n, nullptr) != 0 || n <= 0) continue;
+    std::vector<Desc> cfgs;
+    for (int64_t i = 0; i < n; ++i) cfgs.push_back(make(kDescEngineCfg));
+    int64_t got = 0;
+    check(api().get_attr(heur, kHeurResults, kTypeDesc, n, &got, cfgs.data()),
+          "heuristics results");
+    for (int64_t i = 0; i < got && int(plans_.size()) < max_plans; ++i) {
+      Desc p = make(kDescPlan);
+      api().set_attr(p, kPlanHandle, kTypeHandle, 1, &h);
+      set_desc(p, kPlanEngineCfg, cfgs[size_t(i)], "plan engine config");
+      if (const Status s = api().finalize(p); s != 0) {
+        if (tried.size() < 400) tried += " [cfg " + std::to_string(i) + ": " + status_text(s) + "]";
+        continue;
+      }
+      int64_t ws = 0, cnt = 0;
+      check(api().get_attr(p, kPlanWorkspace, kTypeInt64, 1, &cnt, &ws), "plan workspace");
+      plans_.push_back({p, ws});
+    }
+    if (!plans_.empty()) return plans_;
+  }
+  throw Failure("no engine configuration finalizes" + tried);
+}
+
+}  // namespace sf::cuda::cudnn
