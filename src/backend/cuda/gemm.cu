@@ -1,8 +1,11 @@
-// defines: sf::cuda::Gemm (cuBLASLt). Row-major Y[M,N] = A[M,K]·B[K,N] is column-major
+// defines: sf::cuda::Gemm (cuBLASLt, or gemm_reference under SF_GEMM=reference),
+// gemm_impl_from, gemm_impl_from_env. Row-major Y[M,N] = A[M,K]·B[K,N] is column-major
 // Yᵀ[N,M] = Bᵀ[N,K]·Aᵀ[K,M]: the operands swap and each row-major matrix is read as its
 // column-major transpose, with no copies.
 #include <cublasLt.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -71,7 +74,27 @@ struct KeyHash {
 
 }  // namespace
 
+GemmImpl gemm_impl_from(const char* sf_gemm) {
+  if (!sf_gemm || !*sf_gemm || std::strcmp(sf_gemm, "cublaslt") == 0) return GemmImpl::kCublasLt;
+  if (std::strcmp(sf_gemm, "reference") == 0) return GemmImpl::kReference;
+  SF_FAIL("SF_GEMM=", sf_gemm, ": unknown GEMM implementation; use SF_GEMM=reference (the plain ",
+          "CUDA kernel, for verification) or leave SF_GEMM unset (cuBLASLt)");
+}
+
+GemmImpl gemm_impl_from_env() {
+  static const GemmImpl impl = [] {
+    const GemmImpl i = gemm_impl_from(std::getenv("SF_GEMM"));
+    if (i == GemmImpl::kReference)  // never a silent slow path
+      std::fprintf(stderr,
+                   "[sf] SF_GEMM=reference: every GEMM runs the plain reference kernel "
+                   "(slow; for verification only)\n");
+    return i;
+  }();
+  return impl;
+}
+
 struct Gemm::Impl {
+  GemmImpl impl = GemmImpl::kCublasLt;
   cublasLtHandle_t handle = nullptr;
   void* ws = nullptr;
   size_t ws_bytes = 0;
@@ -79,11 +102,18 @@ struct Gemm::Impl {
   std::unordered_map<Key, cublasLtMatmulAlgo_t, KeyHash> algos;
 };
 
-Gemm::Gemm(void* workspace, size_t workspace_bytes) : impl_(std::make_unique<Impl>()) {
-  SF_LT_CHECK(cublasLtCreate(&impl_->handle), "Gemm");
+Gemm::Gemm(void* workspace, size_t workspace_bytes)
+    : Gemm(workspace, workspace_bytes, gemm_impl_from_env()) {}
+
+Gemm::Gemm(void* workspace, size_t workspace_bytes, GemmImpl impl)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->impl = impl;
+  if (impl == GemmImpl::kCublasLt) SF_LT_CHECK(cublasLtCreate(&impl_->handle), "Gemm");
   impl_->ws = workspace;
   impl_->ws_bytes = workspace_bytes;
 }
+
+GemmImpl Gemm::impl() const { return impl_->impl; }
 
 Gemm::~Gemm() {
   if (impl_ && impl_->handle) cublasLtDestroy(impl_->handle);
@@ -91,6 +121,8 @@ Gemm::~Gemm() {
 
 void Gemm::run(const char* op, Mat y, Mat a, bool a_t, Mat b, bool b_t, float alpha, float beta,
                const void* bias, cudaStream_t stream) {
+  if (impl_->impl == GemmImpl::kReference)
+    return gemm_reference(op, y, a, a_t, b, b_t, alpha, beta, bias, stream);
   // Row-major shapes: op(a) [M,K], op(b) [K,N], y [M,N].
   const int64_t M = a_t ? a.cols : a.rows, K = a_t ? a.rows : a.cols;
   const int64_t Kb = b_t ? b.cols : b.rows, N = b_t ? b.rows : b.cols;
