@@ -7,7 +7,8 @@
 // equal sample lengths the dense graphs ("dense", the default) or the ragged ones ("ragged", and
 // "v1" with the GQA partials in our workspace). Each mode first checks it agrees with our kernel
 // on these inputs (max |a − b| / max |b|). SF_CUDNN_LIB=path loads another libcudnn.so.9.
-// Usage: bench_attention   (peers: python3 bench/kernels/peers.py, in the same run)
+// Usage: bench_attention [--quick]   (peers: python3 bench/kernels/peers.py, in the same run;
+// bench/kernels/compare_attention.sh alternates both)
 //
 // H200, 2026-12-02, .dev binaries built on the dev machine, one device call with peers.py
 // (fwd+bwd ms; fwd ms in parentheses):
@@ -100,7 +101,9 @@ void report(const char* name, const std::string& shape, double ms, double flops)
   std::fflush(stdout);
 }
 
-void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_t st) {
+// quick: only the dense graphs ("dense", "read" = the backend's path, "head-major"), no own kernel
+// (compare_attention.sh)
+void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_t st, bool quick) {
   const int64_t NH = 32, NKV = 8, D = 128, T = nseq * S;
   const std::string shape = std::to_string(nseq) + "x" + std::to_string(S) + " GQA 32/8 D128";
   const float scale = 1.0f / std::sqrt(float(D));
@@ -139,13 +142,15 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
   auto own_b = [&] {
     cuda::attention_backward(dq, dk, dv, dout, q, k, v, o, lse, tcu, scale, delta, T * NH, st);
   };
-  const double of = median_ms(st, own_f);
-  const double ofb = median_ms(st, [&] {
-    own_f();
-    own_b();
-  });
-  report("ours fwd", shape, of, fwd);
-  report("ours fwd+bwd", shape, ofb, 3.5 * fwd);
+  if (!quick) {
+    const double of = median_ms(st, own_f);
+    const double ofb = median_ms(st, [&] {
+      own_f();
+      own_b();
+    });
+    report("ours fwd", shape, of, fwd);
+    report("ours fwd+bwd", shape, ofb, 3.5 * fwd);
+  }
   if (!cudnn) return;
 
   using UL = cuda::CudnnAttention::UnknownLengths;
@@ -155,14 +160,18 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
     UL unknown;
     bool dense;
     int variant;
+    bool head_major = false;
   };
   bool checked = false;
-  for (const Mode& m : {Mode{"dense", cu.data(), UL::kRead, true, -1},
-                        Mode{"ragged", cu.data(), UL::kRead, false, 0},
-                        Mode{"ragged v1", cu.data(), UL::kRead, false, 1},
-                        Mode{"read", nullptr, UL::kRead, true, -1},
-                        Mode{"bound v1", nullptr, UL::kBound, false, 1}}) {
+  for (const Mode& m :
+       {Mode{"dense", cu.data(), UL::kRead, true, -1},
+        Mode{"ragged", cu.data(), UL::kRead, false, 0},
+        Mode{"ragged v1", cu.data(), UL::kRead, false, 1},
+        Mode{"read", nullptr, UL::kRead, true, -1}, Mode{"bound v1", nullptr, UL::kBound, false, 1},
+        Mode{"head-major", cu.data(), UL::kRead, true, -1, true}}) {
+    if (quick && !m.dense) continue;
     cudnn->set_unknown_lengths(m.unknown);
+    cudnn->set_head_major(m.head_major);
     cudnn->set_dense_when_equal(m.dense);
     cudnn->force_backward_variant(m.variant);
     bool ok = true;
@@ -178,7 +187,9 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
                   cudnn->last_refusal().c_str());
       continue;
     }
-    {  // both paths from the same inputs (ours last wrote o/lse/dq/dk/dv)
+    if (m.head_major) {  // the same bytes read as [B, H, S, D]: a timing, not comparable
+      std::printf("check %s %s: layout experiment, not compared\n", m.name, shape.c_str());
+    } else {  // both paths from the same inputs (ours last wrote o/lse/dq/dk/dv)
       if (!checked) {
         own_f();
         own_b();
@@ -191,20 +202,21 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
     }
     // fwd+bwd is timed as one region, as peers.py times torch (forward, then backward)
     const double tf = median_ms(st, cf), tfb = median_ms(st, [&] {
-      cf();
-      cb();
-    });
+                                           cf();
+                                           cb();
+                                         });
     const std::string nf = std::string("cuDNN (") + m.name + ") fwd";
     const std::string nb = std::string("cuDNN (") + m.name + ") fwd+bwd";
     report(nf.c_str(), shape, tf, fwd);
     report(nb.c_str(), shape, tfb, 3.5 * fwd);
   }
+  cudnn->set_head_major(false);
 }
 
 }  // namespace
 }  // namespace sf
 
-int main() {
+int main(int argc, char** argv) {
   using namespace sf;
   try {
     int n = 0;
@@ -223,8 +235,9 @@ int main() {
     std::printf("device: %s  cuDNN: %s\n", prop.name,
                 cudnn ? (std::to_string(cudnn->version()) + " from " + cudnn->library()).c_str()
                       : ("unavailable: " + why).c_str());
-    run_shape(8, 2048, cudnn.get(), st);
-    run_shape(2, 8192, cudnn.get(), st);
+    const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+    run_shape(8, 2048, cudnn.get(), st, quick);
+    run_shape(2, 8192, cudnn.get(), st, quick);
     cudnn.reset();
     cudaStreamDestroy(st);
   } catch (const std::exception& e) {

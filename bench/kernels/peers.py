@@ -110,7 +110,17 @@ def attention(NH, NKV, D):
                 report(f"torch SDPA {name} fwd+bwd", f"{B}x{S} GQA 32/8 D128", tfb, flops=3.5 * fwd)
             except RuntimeError as err:
                 print(f"torch SDPA {name}: not available here ({str(err).splitlines()[0]})")
-        del q, k, v, do
+        # the layout transformers hands SDPA: q/k/v/dO are [B, S, H, D] tensors seen as [B, H, S, D]
+        ql = rand(B, S, NH, D, grad=True)
+        kl, vl = rand(B, S, NKV, D, grad=True), rand(B, S, NKV, D, grad=True)
+        dol = rand(B, S, NH, D).transpose(1, 2)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            def fbl():
+                ql.grad = kl.grad = vl.grad = None
+                F.scaled_dot_product_attention(ql.transpose(1, 2), kl.transpose(1, 2), vl.transpose(1, 2),
+                                               is_causal=True, enable_gqa=True).backward(dol)
+            report("torch SDPA cuDNN [B,S,H,D] fwd+bwd", f"{B}x{S} GQA 32/8 D128", time_ms(fbl), flops=3.5 * fwd)
+        del q, k, v, do, ql, kl, vl, dol
 
 
 def liger(T, C, I, V, e2):

@@ -55,18 +55,28 @@ inline size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 struct Layout {
   int64_t B, S, NH, NKV, D;
   bool ragged;
+  // [B, H, S, D] rows instead (dense only): a measurement of what head-major activations
+  // would gain (bench_attention --head-major); the backend never sets it.
+  bool head_major = false;
   Dims q() const { return {B, NH, S, D}; }
-  Dims q_strides() const { return {S * NH * D, D, NH * D, 1}; }
+  Dims q_strides() const { return rows_of(NH); }
   Dims kv() const { return {B, NKV, S, D}; }
-  Dims kv_strides() const { return {S * NKV * D, D, NKV * D, 1}; }
+  Dims kv_strides() const { return rows_of(NKV); }
   Dims kv_t() const { return {B, NKV, D, S}; }  // Kᵀ / Vᵀ views of the same bytes
-  Dims kv_t_strides() const { return {S * NKV * D, D, 1, NKV * D}; }
+  Dims kv_t_strides() const {
+    const Dims r = rows_of(NKV);
+    return {r[0], r[1], r[3], r[2]};
+  }
   Dims rows() const { return {B, NH, S, 1}; }
   // lse[T, NH] when ragged; cuDNN < 9.26 takes other stats only as packed [B, H, S, 1], so the
   // dense graphs use a scratch in that layout (cudnn_stats_layout converts).
   Dims rows_strides() const { return ragged ? Dims{S * NH, 1, NH, 1} : dense(rows()); }
   Dims scores() const { return {B, NH, S, S}; }
   Dims scores_t_strides() const { return {NH * S * S, S * S, 1, S}; }
+  // strides of [B, H, S, D] over our [T, H, D] rows (or head-major ones)
+  Dims rows_of(int64_t H) const {
+    return head_major ? Dims{H * S * D, S * D, D, 1} : Dims{S * H * D, D, H * D, 1};
+  }
 };
 
 void build_forward(Graph& g, const Layout& l);
