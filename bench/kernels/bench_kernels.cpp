@@ -232,6 +232,31 @@ void run() {
              b.time_ms([&] { be->embedding_forward(out, ti, table, s); }), 2.0 * T * C * e2, 0);
     b.report("embedding_backward", "16384 into 128256x4096 F32",
              b.time_ms([&] { be->embedding_backward(dtab, ti, dout, s); }), T * C * (e2 + 8.0), 0);
+    {  // where the time goes (same floor): keys and sort only, then with the chunk sums
+      auto es = b.make(DType::kBF16, {int64_t(cuda::embedding_scratch_bytes(T, C) / 2)});
+      const cuda::EmbeddingScratch sc = cuda::embedding_scratch(es.data, T, C, V);
+      for (int st : {1, 2}) {
+        b.report(st == 1 ? "embedding_backward sort" : "embedding_backward sort+chunks",
+                 "16384 into 128256x4096 F32",
+                 b.time_ms([&] { cuda::embedding_backward(dtab, ti, dout, sc, b.cs, st); }),
+                 T * C * (e2 + 8.0), 0);
+      }
+    }
+    {  // skewed ids: one id (padding-like) takes about half the tokens, the rest uniform; the
+       // floor counts the rows actually touched: dout once, each distinct row read and written
+      std::vector<int32_t> sk(ids);
+      for (int64_t t = 0; t < T; ++t) {
+        y = y * 1664525u + 1013904223u;
+        if ((y >> 12) & 1u) sk[size_t(t)] = 128004;
+      }
+      std::vector<int32_t> u(sk);
+      std::sort(u.begin(), u.end());
+      const double rows = double(std::unique(u.begin(), u.end()) - u.begin());
+      Tensor tsk = b.ints(sk);
+      b.report("embedding_backward skewed", "16384 (half one id) 128256x4096",
+               b.time_ms([&] { be->embedding_backward(dtab, tsk, dout, s); }),
+               double(T) * C * e2 + rows * C * 8.0, 0);
+    }
     const int64_t P = 218112000;  // parameters of one Llama-3.1-8B layer
     Tensor f = b.random(DType::kF32, {P}), h = b.make(DType::kBF16, {P});
     b.report("convert F32->BF16", "218M (one 8B layer)", b.time_ms([&] { be->convert(h, f, s); }),

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <tuple>
@@ -158,9 +159,103 @@ TEST(CudaOps, Embedding) {
     EXPECT_EQ(rel_error(download(out.t), ref), 0.0) << "forward is a copy";
     backend().embedding_backward(dtab.t, di.t, dg.t, stream());
     cpu::embedding_backward(host(acc0, dtab.t), host_i32(ids, di.t), host(g, dg.t));
-    // fp32 sums of the same values in another order (atomics): ~T·2^-24 relative at most
+    // fp32 sums of the same values in another order (see EmbeddingBackward below): ~1e-7
     EXPECT_LT(rel_error(download(dtab.t), acc0), 1e-5) << "T=" << T << " C=" << C;
   }
+}
+
+// The embedding backward on `be`: ids (any values; those outside [0, V) contribute nothing) and
+// random bf16 dout [T, C] into a non-zero F32 table [V, C], run twice from the same table. The
+// two results must be the same bits; against the reference (which adds each token's row to the
+// table in token order, fp32), the CUDA op sums each id's rows — in token order, a long run in
+// pieces of 32 rows whose sums are added in a fixed order — and adds that sum to the row once:
+// the same values in another order. Each fp32 addition rounds by <= 2^-24 of its result; n
+// N(0,1) terms give partial sums ~√n and a rounding error ~n·2^-24 in a random walk (1e-4 at
+// n = 2000), against a largest |ref| of ~3√n (130): ~1e-6 relative, hence 1e-5.
+void check_embedding_backward(Backend& be, Stream& s, const std::vector<int32_t>& ids, int64_t V,
+                              int64_t C, const std::string& what) {
+  const int64_t T = int64_t(ids.size());
+  std::vector<float> g = round_bf16(randn(T * C));
+  std::vector<float> pool = randn(4099), acc0(size_t(V * C));  // non-zero, cheap to make
+  for (size_t i = 0; i < acc0.size(); ++i) acc0[i] = pool[i % pool.size()];
+  Dev di = test::upload_raw(be, s, ids.data(), DType::kI32, {T});
+  Dev dg = test::upload(be, s, g, DType::kBF16, {T, C});
+  std::vector<float> first;
+  for (int run = 0; run < 2; ++run) {
+    Dev dtab = test::upload(be, s, acc0, DType::kF32, {V, C});
+    be.embedding_backward(dtab.t, di.t, dg.t, s);
+    std::vector<float> got = test::download(be, s, dtab.t);
+    if (run == 0) {
+      first = std::move(got);
+      continue;
+    }
+    EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * sizeof(float)), 0)
+        << what << ": two runs differ";
+  }
+  // the reference on the tokens whose ids are in range
+  std::vector<int32_t> kept;
+  std::vector<float> kept_g;
+  for (int64_t t = 0; t < T; ++t) {
+    if (ids[size_t(t)] < 0 || ids[size_t(t)] >= V) continue;
+    kept.push_back(ids[size_t(t)]);
+    kept_g.insert(kept_g.end(), g.begin() + t * C, g.begin() + (t + 1) * C);
+  }
+  const int64_t K = int64_t(kept.size());
+  Tensor rt(acc0.data(), DType::kF32, {V, C}), ri(kept.data(), DType::kI32, {K});
+  cpu::embedding_backward(rt, ri, Tensor(kept_g.data(), DType::kF32, {K, C}));
+  EXPECT_LT(rel_error(first, acc0), 1e-5) << what;
+}
+
+// Ids as real batches have them: one id (padding, a frequent token) takes about half the tokens —
+// a run hundreds of chunks long — another repeats 40 times (just over a chunk), the rest are
+// spread over the Llama-3 (128256) or Qwen (151936) vocabulary, with ids 0 and V-1 present; T a
+// multiple of no tile; C on the 16-byte path (C % 8 == 0) and not (130).
+TEST(CudaOps, EmbeddingBackwardSkewedIdsAreRepeatable) {
+  SKIP_WITHOUT_CUDA();
+  for (auto [T, V, C, hot] :
+       {std::tuple<int64_t, int64_t, int64_t, int32_t>{4093, 128256, 264, 128000},
+        {4096, 151936, 136, 0},
+        {3001, 151936, 130, 151935},
+        {777, 5003, 4096, 17}}) {
+    std::vector<int32_t> ids(static_cast<size_t>(T));
+    std::uniform_int_distribution<int32_t> any(0, int32_t(V - 1));
+    std::bernoulli_distribution half(0.5);
+    for (auto& id : ids) id = half(rng()) ? hot : any(rng());
+    for (int64_t i = 0; i < 40; ++i) ids[size_t((i * 97 + 5) % T)] = 7;
+    ids[0] = 0;
+    ids[size_t(T / 3)] = 0;
+    ids[size_t(T / 2)] = int32_t(V - 1);
+    ids[size_t(T - 1)] = int32_t(V - 1);
+    check_embedding_backward(
+        backend(), stream(), ids, V, C,
+        "T=" + std::to_string(T) + " V=" + std::to_string(V) + " C=" + std::to_string(C));
+  }
+}
+
+// More tokens than one pass of the long-run kernel's scans (256 chunks of 32): T = 20000 with a
+// run of ~10000 tokens (313 chunks); also ids outside [0, V), which must add nothing, and a table
+// larger than the backend's vocab.
+TEST(CudaOps, EmbeddingBackwardLongRunsAndOutOfRangeIds) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t T = 20000, V = 128256, C = 72;
+  CudaBackendOptions o;
+  o.max_tokens = T;
+  o.hidden = C;
+  o.vocab = V;
+  o.max_heads = 1;
+  o.ce_chunk_bytes = size_t(8) << 20;
+  auto be = make_cuda_backend(o);
+  auto s = be->create_stream("test");
+  std::vector<int32_t> ids(static_cast<size_t>(T));
+  std::uniform_int_distribution<int32_t> any(0, int32_t(V - 1));
+  std::bernoulli_distribution half(0.5);
+  for (auto& id : ids) id = half(rng()) ? 128001 : any(rng());
+  check_embedding_backward(*be, *s, ids, V, C, "T=20000");
+  for (int64_t t = 0; t < T; t += 101) ids[size_t(t)] = t % 2 ? -1 : int32_t(V + t);
+  check_embedding_backward(*be, *s, ids, V, C, "T=20000, some ids outside [0, V)");
+  // a table with more rows than the backend's vocab needs a key bit more than its captured sort
+  // has: the op sorts without the graph
+  check_embedding_backward(*be, *s, ids, 151936, C, "T=20000, V=151936 > vocab");
 }
 
 TEST(CudaOps, RmsNorm) {

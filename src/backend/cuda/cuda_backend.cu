@@ -2,13 +2,16 @@
 // implementation of sf::Backend (compute dtype BF16).
 //
 // Memory: alloc() is cudaMalloc / cudaHostAlloc; the backend's own scratch (cuBLASLt workspace,
-// the fused head's F32 logits and BF16 dlogits chunks, the RMSNorm dw partials, the attention Δ) is
-// allocated once here from CudaBackendOptions — nothing is allocated inside a step. That scratch
-// is shared by the ops: issue compute ops on one stream at a time (the engine uses one compute
-// stream). Streams are cudaStreamNonBlocking, events cudaEventDisableTiming.
+// the fused head's F32 logits and BF16 dlogits chunks, the RMSNorm dw partials, the attention Δ,
+// the embedding backward's sort buffers and partial sums) is allocated once here from
+// CudaBackendOptions — nothing is allocated inside a step. That scratch is shared by the ops: issue
+// compute ops on one stream at a time (the engine uses one compute stream). Streams are
+// cudaStreamNonBlocking, events cudaEventDisableTiming.
 //
-// Determinism: every op gives bitwise-repeatable results except embedding_backward, which adds
-// rows with fp32 atomicAdd (ids repeat; the order of additions into a row varies, ~1e-7 relative).
+// Determinism: every op gives bitwise-repeatable results, embedding_backward included (it sorts
+// the tokens by id and adds each row's contributions in a fixed order, no float atomics:
+// embedding.cu), except the cuDNN attention backward — the default attention, whose dQ cuDNN
+// accumulates with atomics. SF_ATTENTION=own runs attention.cu instead, which has no atomics.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -96,6 +99,9 @@ class CudaBackend final : public Backend {
     loss_rows_ = device_scratch(size_t(ce_rows_.sub) * 4, "cross-entropy row losses");
     delta_ = device_scratch(size_t(delta_cap_) * 4, "attention backward Δ");
     partial_ = device_scratch(size_t(partial_cap_) * 4, "RMSNorm dw partials");
+    emb_ = device_scratch(cuda::embedding_scratch_bytes(o.max_tokens, o.hidden),
+                          "embedding backward sort and partial sums");
+    emb_scratch_ = cuda::embedding_scratch(emb_.data(), o.max_tokens, o.hidden, o.vocab);
     gemm_ = std::make_unique<cuda::Gemm>(lt_ws_.data(), lt_ws_.size());
     init_cudnn_attention(o, heads);
   }
@@ -221,7 +227,7 @@ class CudaBackend final : public Backend {
   }
   void embedding_backward(Tensor dtable, Tensor ids, Tensor dout, Stream& s) override {
     set_device();
-    cuda::embedding_backward(dtable, ids, dout, raw(s));
+    cuda::embedding_backward(dtable, ids, dout, emb_scratch_, raw(s));
   }
 
   // ---- RMSNorm ----
@@ -383,7 +389,8 @@ class CudaBackend final : public Backend {
   std::string name_;
   int64_t delta_cap_ = 0, partial_cap_ = 0;
   cuda::CeRows ce_rows_;
-  Scratch lt_ws_, logits_, dlogits_, loss_rows_, delta_, partial_;
+  Scratch lt_ws_, logits_, dlogits_, loss_rows_, delta_, partial_, emb_;
+  cuda::EmbeddingScratch emb_scratch_;  // pointers into emb_
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::CudnnAttention> cudnn_attn_;  // null: our kernel (attention.cu) only
   // set_host_cu_seqlens: the boundaries of the device tensor at hint_data_, on the host.

@@ -1,6 +1,6 @@
-// defines: sf::cuda::convert, add, swiglu_forward/backward, rope, embedding_forward/backward,
-// bias_grad. Memory-bound kernels: 16-byte accesses (8 bf16) where the pointers and sizes allow,
-// a scalar path otherwise; fp32 math, one rounding to bf16 per stored value.
+// defines: sf::cuda::convert, add, swiglu_forward/backward, rope, bias_grad (the embedding kernels
+// are in embedding.cu). Memory-bound kernels: 16-byte accesses (8 bf16) where the pointers and
+// sizes allow, a scalar path otherwise; fp32 math, one rounding to bf16 per stored value.
 #include <algorithm>
 #include <cstdint>
 
@@ -213,33 +213,6 @@ __global__ void rope_kernel(bf16* x, const int32_t* pos, const float* inv_freq, 
   }
 }
 
-// ---- embedding ----
-__global__ void embedding_fwd_kernel(bf16* out, const int32_t* ids, const bf16* table, int64_t C,
-                                     bool vec) {
-  const int64_t t = blockIdx.x;
-  const bf16* src = table + int64_t(ids[t]) * C;
-  bf16* dst = out + t * C;
-  if (vec) {
-    for (int64_t c = threadIdx.x; c < C / kPack; c += blockDim.x)
-      reinterpret_cast<uint4*>(dst)[c] = reinterpret_cast<const uint4*>(src)[c];
-  } else {
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dst[c] = src[c];
-  }
-}
-
-// fp32 atomicAdd: ids repeat, so the order of the additions into one row varies from run to run
-// (results equal up to fp32 rounding, ~1e-7 relative); see docs in cuda_backend.cu. (sm_90's
-// float4 atomicAdd with 16-byte loads measured slower on the H200, 0.282 vs 0.224 ms at
-// 16384 × 4096: the scalar atomics stay.)
-__global__ void embedding_bwd_kernel(float* dtable, const int32_t* ids, const bf16* dout,
-                                     int64_t C) {
-  const int64_t t = blockIdx.x;
-  float* dst = dtable + int64_t(ids[t]) * C;
-  const bf16* src = dout + t * C;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-    atomicAdd(dst + c, __bfloat162float(src[c]));
-}
-
 // ---- dbias: block of 32 columns × 8 row-lanes; each thread sums a fixed row subset in order,
 // then the 8 partials are added in a fixed order ----
 __global__ void bias_grad_kernel(float* dbias, const bf16* dy, int64_t M, int64_t N) {
@@ -366,35 +339,6 @@ void rope(const char* op, Tensor x, Tensor positions, Tensor inv_freq, float sig
     rope_kernel<false><<<grid, kThreads, smem, stream>>>(x.as<bf16>(), positions.i32(),
                                                          inv_freq.f32(), T, H, half, tpb, sign);
   SF_LAUNCH_CHECK(op, " x ", x.shape_str());
-}
-
-void embedding_forward(Tensor out, Tensor ids, Tensor table, cudaStream_t stream) {
-  check_dtype("embedding_forward", "out", out, DType::kBF16);
-  check_dtype("embedding_forward", "table", table, DType::kBF16);
-  check_dtype("embedding_forward", "ids", ids, DType::kI32);
-  const int64_t T = ids.numel(), C = table.cols();
-  SF_CHECK(table.ndim == 2 && out.rows() == T && out.cols() == C,
-           "embedding_forward: shapes do not match out[T,C] = table[V,C][ids[T]]: out ",
-           out.shape_str(), ", ids ", ids.shape_str(), ", table ", table.shape_str());
-  if (T == 0) return;
-  const bool vec = C % kPack == 0 && aligned16({out.data, table.data});
-  embedding_fwd_kernel<<<unsigned(T), 128, 0, stream>>>(out.as<bf16>(), ids.i32(), table.as<bf16>(),
-                                                        C, vec);
-  SF_LAUNCH_CHECK("embedding_forward out ", out.shape_str(), " table ", table.shape_str());
-}
-
-void embedding_backward(Tensor dtable, Tensor ids, Tensor dout, cudaStream_t stream) {
-  check_dtype("embedding_backward", "dtable", dtable, DType::kF32);
-  check_dtype("embedding_backward", "dout", dout, DType::kBF16);
-  check_dtype("embedding_backward", "ids", ids, DType::kI32);
-  const int64_t T = ids.numel(), C = dtable.cols();
-  SF_CHECK(dtable.ndim == 2 && dout.rows() == T && dout.cols() == C,
-           "embedding_backward: shapes do not match dtable[V,C] += scatter(dout[T,C], ids[T]): ",
-           "dtable ", dtable.shape_str(), ", ids ", ids.shape_str(), ", dout ", dout.shape_str());
-  if (T == 0) return;
-  embedding_bwd_kernel<<<unsigned(T), 256, 0, stream>>>(dtable.f32(), ids.i32(), dout.as<bf16>(),
-                                                        C);
-  SF_LAUNCH_CHECK("embedding_backward dtable ", dtable.shape_str(), " dout ", dout.shape_str());
 }
 
 void bias_grad(Tensor dbias, Tensor dy, cudaStream_t stream) {

@@ -7,6 +7,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
 #include "core/tensor.h"
 
 namespace sf::cuda {
@@ -21,10 +25,40 @@ void swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor 
                      cudaStream_t stream);
 void rope(const char* op, Tensor x, Tensor positions, Tensor inv_freq, float sign,
           cudaStream_t stream);
-void embedding_forward(Tensor out, Tensor ids, Tensor table, cudaStream_t stream);
-void embedding_backward(Tensor dtable, Tensor ids, Tensor dout, cudaStream_t stream);
 // dbias[N] += Σ_rows dy[M, N] (F32), column by column in a fixed order: deterministic.
 void bias_grad(Tensor dbias, Tensor dy, cudaStream_t stream);
+
+// ---- embedding (embedding.cu) ----
+// The backward's device scratch, carved from one allocation of embedding_scratch_bytes(max_tokens,
+// hidden) bytes made when the backend is created: sort keys and token positions (two buffers
+// each), the radix sort's temporary storage, the list of runs longer than a chunk and the F32
+// partial sums of their pieces (2·⌈max_tokens/32⌉ rows of hidden; 16 MiB at 16384 × 4096).
+// With vocab > 0 the sort of max_tokens keys of the bits vocab needs is captured once into a CUDA
+// graph (one launch a call instead of ten); tables of more rows sort without it.
+struct EmbeddingScratch {
+  uint32_t* keys[2] = {};
+  int32_t* pos[2] = {};
+  int32_t* runs = nullptr;
+  int32_t* run_count = nullptr;
+  void* sort_temp = nullptr;
+  size_t sort_temp_bytes = 0;
+  float* partial = nullptr;
+  int64_t max_tokens = 0, hidden = 0;
+  std::shared_ptr<CUgraphExec_st> sort_graph;  // null: sort directly
+  int graph_bits = 0;
+  const uint32_t* graph_keys = nullptr;  // where the graph leaves the sorted keys and positions
+  const int32_t* graph_pos = nullptr;
+};
+size_t embedding_scratch_bytes(int64_t max_tokens, int64_t hidden);
+EmbeddingScratch embedding_scratch(void* base, int64_t max_tokens, int64_t hidden,
+                                   int64_t vocab = 0);
+void embedding_forward(Tensor out, Tensor ids, Tensor table, cudaStream_t stream);
+// dtable[V, C] += scatter(dout[T, C], ids[T]), bitwise repeatable (sort by id, then every sum in a
+// fixed order: embedding.cu); ids outside [0, V) contribute nothing. T <= scratch.max_tokens,
+// C <= scratch.hidden. `stages` exists for bench_kernels: 1 = keys and sort only, 2 = and the
+// chunk sums, 3 = everything.
+void embedding_backward(Tensor dtable, Tensor ids, Tensor dout, const EmbeddingScratch& scratch,
+                        cudaStream_t stream, int stages = 3);
 
 // ---- RMSNorm (norm.cu); partial is F32 scratch of partial_rows × C for the dw reduction ----
 // sum/b empty: plain norm of a. max_packs (packs of 8 bf16 a thread at most; 0 = the tuned
