@@ -201,6 +201,13 @@ void Gemm::run(const char* op, Mat y, Mat a, bool a_t, Mat b, bool b_t, float al
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alc}};
       for (auto [attr, v] : als)
         SF_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)), shapes());
+      // Split-K partial sums in fp32 only: for a BF16 y the heuristics otherwise pick schemes that
+      // store partials in the output type (bf16) or add them in place, rounding once per split
+      // (measured on the H200: 26 splits at M = 7, N = 4097, K = 16384; test_cuda_gemm.cpp).
+      const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      SF_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                      pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                      sizeof(reduction)), shapes());
       cublasLtMatmulHeuristicResult_t res{};
       int found = 0;
       SF_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(I.handle, desc, la, lb, lc, lc, pref, 1, &res,

@@ -46,9 +46,9 @@ class Gemm {
   // op(b) = bᵀ when b_transposed. y may be BF16 or F32; a, b BF16; bias of y's dtype or null.
   // Accumulates in fp32 and rounds into y's dtype. beta = 0 never reads the old y (it may hold
   // NaN garbage); the bias is not scaled by alpha. The reference rounds exactly once; cuBLASLt,
-  // for a BF16 y, may round more (measured, test_cuda_gemm.cpp): split-K partial sums reduced in
-  // bf16, and the bias added to the already-rounded product, bf16(bf16(alpha·a·op(b) + beta·y) +
-  // bias).
+  // for a BF16 y with a bias, rounds twice (measured, test_cuda_gemm.cpp): the bias is added to
+  // the already-rounded product, bf16(bf16(alpha·a·op(b) + beta·y) + bias). Split-K partials are
+  // kept in fp32 (the heuristics are asked for that reduction scheme only).
   void run(const char* op, Mat y, Mat a, bool a_transposed, Mat b, bool b_transposed, float alpha,
            float beta, const void* bias, cudaStream_t stream);
 
