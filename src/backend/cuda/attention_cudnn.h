@@ -37,8 +37,7 @@ class CudnnAttention {
   // (no synchronisation; more, mostly empty, thread blocks).
   enum class UnknownLengths { kRead, kBound };
 
-  // Loads libcudnn.so.9 ($SF_CUDNN_LIB, else the newest found: cudnn_graph.h) and creates a
-  // handle on the current device.
+  // Loads libcudnn.so.9 (or $SF_CUDNN_LIB) and creates a handle on the current device.
   // max_tokens bounds T (and the number of samples); workspace_bytes is device memory allocated
   // here, once, for the dQ accumulator (T·NH·D F32), the softmax row sums and stats (T·NH F32),
   // the GQA dK/dV partials of some plans and cuDNN's own plan workspace: a plan that needs more is

@@ -1,10 +1,8 @@
 // defines: sf::cuda::cudnn::{api, status_text, check, verbose, Graph} (cudnn_graph.h) — loading
-// libcudnn.so.9 (choosing the newest one found) and building operation graphs and plans through
-// the backend descriptor API.
+// libcudnn.so.9 and building operation graphs and plans through the backend descriptor API.
 #include "backend/cuda/cudnn_graph.h"
 
 #include <dlfcn.h>
-#include <glob.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -47,73 +45,16 @@ Api load(const std::string& path) {
   return r;
 }
 
-// Where pip puts cuDNN (the nvidia-cudnn-cu12 / -cu13 wheels torch and JAX depend on): the
-// site-packages of the Pythons on PATH (venvs, conda), of an active venv or conda env, of a user
-// install and of the system Python.
-std::vector<std::string> wheel_candidates() {
-  const std::string tail = "/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9";
-  std::vector<std::string> patterns = {
-      "/usr/local/lib/python3*/dist-packages/nvidia/cudnn/lib/libcudnn.so.9",
-      "/usr/local/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
-      "/usr/lib/python3/dist-packages/nvidia/cudnn/lib/libcudnn.so.9",
-  };
-  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
-    if (const char* p = std::getenv(var); p && *p) patterns.push_back(p + tail);
-  if (const char* home = std::getenv("HOME"); home && *home)
-    patterns.push_back(std::string(home) + "/.local" + tail);
-  if (const char* path = std::getenv("PATH")) {  // <prefix>/bin on PATH -> <prefix>/lib/...
-    std::string dirs = path;
-    for (size_t a = 0; a <= dirs.size();) {
-      size_t b = dirs.find(':', a);
-      if (b == std::string::npos) b = dirs.size();
-      const std::string d = dirs.substr(a, b - a);
-      if (d.size() > 4 && d.compare(d.size() - 4, 4, "/bin") == 0)
-        patterns.push_back(d.substr(0, d.size() - 4) + tail);
-      a = b + 1;
-    }
-  }
-  std::vector<std::string> out;
-  for (const std::string& pat : patterns) {
-    glob_t g{};
-    if (glob(pat.c_str(), 0, nullptr, &g) == 0)
-      for (size_t i = 0; i < g.gl_pathc; ++i)
-        if (std::find(out.begin(), out.end(), g.gl_pathv[i]) == out.end())
-          out.emplace_back(g.gl_pathv[i]);
-    globfree(&g);
-  }
-  return out;
-}
-
 }  // namespace
 
 const Api& api() {
+  // $SF_CUDNN_LIB (e.g. a newer one from a pip wheel), else the loader's libcudnn.so.9. Not "the
+  // newest of several": a version is known only once a library is loaded, and two libcudnn.so.9
+  // in one process share sub-libraries (libcudnn_graph.so.9, ...) by soname. Tried on the H200
+  // (system 9.14 loaded, then torch's 9.19): the 9.19 handle was not usable and 9.14 ran.
   static const Api a = [] {
-    // SF_CUDNN_LIB names the one library to use.
-    if (const char* env = std::getenv("SF_CUDNN_LIB"); env && *env) return load(env);
-    // Otherwise the newest that loads and creates a handle: cuDNN's attention engines get
-    // faster from release to release (9.19 ran our 8x2048 step 4 % faster than 9.14 on the
-    // H200, docs/perf.md), and a machine with PyTorch often has a newer wheel than its system
-    // package; one the driver cannot run (a wheel for a newer CUDA) is passed over. The others
-    // stay mapped (a few MB: cuDNN's sub-libraries load only with a handle).
-    std::vector<Api> found;
-    for (const std::string& path : [] {
-           std::vector<std::string> c = {"libcudnn.so.9"};
-           for (std::string& w : wheel_candidates()) c.push_back(std::move(w));
-           return c;
-         }()) {
-      Api c = load(path);
-      if (c.error.empty() || found.empty()) found.push_back(std::move(c));
-    }
-    std::stable_sort(found.begin(), found.end(),
-                     [](const Api& x, const Api& y) { return x.version > y.version; });
-    for (const Api& c : found) {
-      Handle h = nullptr;
-      if (c.error.empty() && c.create(&h) == 0) {
-        c.destroy(h);
-        return c;
-      }
-    }
-    return found.front();  // none usable: its error (or the handle failure, reported later)
+    const char* env = std::getenv("SF_CUDNN_LIB");
+    return load(env && *env ? env : "libcudnn.so.9");
   }();
   return a;
 }

@@ -70,9 +70,8 @@ struct Api {
   Status (*execute)(Handle, Desc, Desc) = nullptr;
 };
 
-// $SF_CUDNN_LIB when set; otherwise the newest libcudnn.so.9 among the loader's own (system) one
-// and those of Python wheels (nvidia-cudnn-cu1x) in the usual site-packages folders. Loaded once
-// per process and never unloaded (cuDNN keeps kernels and threads alive).
+// $SF_CUDNN_LIB when set, else libcudnn.so.9 from the loader's path. Loaded once per process and
+// never unloaded (cuDNN keeps kernels and threads alive).
 const Api& api();
 
 // A cuDNN call that failed while building a graph or plan: the shape is refused, not fatal.
