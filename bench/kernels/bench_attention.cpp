@@ -1,26 +1,17 @@
 // bench_attention — our flash kernel (attention.cu) against the cuDNN path (attention_cudnn.*) on
 // the shapes of docs/GPU_MACHINE.md: causal GQA 32/8 heads of 128, 8 × 2048 and 2 × 8192 tokens
-// packed as samples (cu_seqlens). CUDA events around each call on one stream, 3 warm-ups, median
-// of 20; TFLOP/s from the causal FLOPs 4·B·S²·NH·D/2 (forward) and 2.5× that (backward). cuDNN is
-// timed three ways: lengths given on the host ("host"), read back from the device each call
-// ("read", what the backend does; one stream sync per call), and planned with S = T ("bound"); with
-// equal sample lengths the dense graphs ("dense", the default) or the ragged ones ("ragged", and
-// "v1" with the GQA partials in our workspace). Each mode first checks it agrees with our kernel
-// on these inputs (max |a − b| / max |b|). SF_CUDNN_LIB=path loads another libcudnn.so.9.
+// packed as samples (cu_seqlens). CUDA events around each call (fwd) or each fwd-then-bwd pair
+// (fwd+bwd, as peers.py times torch) on one stream, 3 warm-ups, median of 20; TFLOP/s from the
+// causal FLOPs 4·B·S²·NH·D/2 (forward) and 2.5× that (backward). cuDNN is timed several ways:
+// lengths given on the host with equal lengths ("dense": the dense graphs, the engine's path),
+// read back from the device each call ("read"; one stream sync per call), the ragged graphs
+// ("ragged", and "v1" with the GQA partials in our workspace), planned with S = T ("bound"), and
+// the dense graph reading the same bytes as head-major [B, H, S, D] rows ("head-major": a layout
+// measurement, not checked). Each mode first checks it agrees with our kernel on these inputs
+// (max |a − b| / max |b|). SF_CUDNN_LIB=path loads another libcudnn.so.9.
 // Usage: bench_attention [--quick]   (peers: python3 bench/kernels/peers.py, in the same run;
-// bench/kernels/compare_attention.sh alternates both)
-//
-// H200, 2026-12-02, .dev binaries built on the dev machine, one device call with peers.py
-// (fwd+bwd ms; fwd ms in parentheses):
-//                            8×2048           2×8192
-//   ours (attention.cu)      8.79 (2.00)      31.50 (7.16)
-//   cuDNN 9.14 dense         2.32 (0.52)       7.47 (1.73)   equal lengths, no offsets/masks
-//   cuDNN 9.14 read          2.36 (0.53)       7.54 (1.74)   the backend's path (one sync/call)
-//   cuDNN 9.14 ragged        2.52 (0.58)       7.98 (1.85)   offsets + padding mask (v1 same)
-//   cuDNN 9.14 bound v1      2.54 (0.57)       7.96 (1.86)   S = T, no sync
-//   cuDNN 9.19 dense / read  2.25 / 2.30       7.47 / 7.51   SF_CUDNN_LIB = torch's wheel
-//   torch SDPA cuDNN 9.19    2.24 (0.51)       7.55 (1.75)
-//   torch SDPA flash         4.22 (0.95)      13.09 (3.46)
+// bench/kernels/compare_attention.sh alternates both; figures: docs/perf.md)
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
