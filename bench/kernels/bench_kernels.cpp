@@ -232,13 +232,23 @@ void run() {
              b.time_ms([&] { be->embedding_forward(out, ti, table, s); }), 2.0 * T * C * e2, 0);
     b.report("embedding_backward", "16384 into 128256x4096 F32",
              b.time_ms([&] { be->embedding_backward(dtab, ti, dout, s); }), T * C * (e2 + 8.0), 0);
-    {  // where the time goes (same floor): keys and sort only, then with the chunk sums
+    {  // where the time goes (same floor): keys and sort only (the one-block sort at this T),
+       // then with the chunk sums; and the device-wide sort (graph) that larger T take, alone
+       // and in the whole backward
       auto es = b.make(DType::kBF16, {int64_t(cuda::embedding_scratch_bytes(T, C) / 2)});
       const cuda::EmbeddingScratch sc = cuda::embedding_scratch(es.data, T, C, V);
+      cuda::EmbeddingScratch wide = sc;
+      wide.tile_sort = false;
       for (int st : {1, 2}) {
         b.report(st == 1 ? "embedding_backward sort" : "embedding_backward sort+chunks",
                  "16384 into 128256x4096 F32",
                  b.time_ms([&] { cuda::embedding_backward(dtab, ti, dout, sc, b.cs, st); }),
+                 T * C * (e2 + 8.0), 0);
+      }
+      for (int st : {1, 3}) {
+        b.report(st == 1 ? "embedding_backward wide sort" : "embedding_backward wide all",
+                 "16384 into 128256x4096 F32",
+                 b.time_ms([&] { cuda::embedding_backward(dtab, ti, dout, wide, b.cs, st); }),
                  T * C * (e2 + 8.0), 0);
       }
     }

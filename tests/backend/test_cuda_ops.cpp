@@ -13,10 +13,12 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/ops.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
 #include "device_tensors.h"
 
 namespace sf {
@@ -256,6 +258,46 @@ TEST(CudaOps, EmbeddingBackwardLongRunsAndOutOfRangeIds) {
   // a table with more rows than the backend's vocab needs a key bit more than its captured sort
   // has: the op sorts without the graph
   check_embedding_backward(*be, *s, ids, 151936, C, "T=20000, V=151936 > vocab");
+}
+
+// The one-block sort (T <= 16384, tables < 2^18 rows) and the device-wide sorts (the captured
+// graph, and CUB called directly) must leave every id's tokens in the same (token) order, so the
+// whole backward gives the same bits by each: a full tile, a tile but one token on the 18 key
+// bits of a 151936-row table, a short one; half the tokens on one id, some ids outside [0, V).
+TEST(CudaOps, EmbeddingBackwardTileSortMatchesDeviceWideSort) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t max_tokens = 16384, C = 72;
+  Buffer buf = backend().alloc(MemoryKind::kDevice, cuda::embedding_scratch_bytes(max_tokens, C),
+                               "embedding scratch");
+  cuda::EmbeddingScratch tile = cuda::embedding_scratch(buf.data(), max_tokens, C, 151936);
+  ASSERT_TRUE(tile.tile_sort) << "the device did not grant the one-block sort's shared memory";
+  cuda::EmbeddingScratch graph = tile, direct = tile;
+  graph.tile_sort = direct.tile_sort = false;
+  direct.sort_graph = nullptr;
+  ASSERT_TRUE(graph.sort_graph) << "the device-wide sort was not captured";
+  const auto cs = static_cast<cudaStream_t>(cuda_stream_handle(stream()));
+  for (auto [T, V] : {std::pair<int64_t, int64_t>{16384, 128256}, {16383, 151936}, {1000, 5003}}) {
+    std::vector<int32_t> ids(static_cast<size_t>(T));
+    std::uniform_int_distribution<int32_t> any(0, int32_t(V - 1));
+    std::bernoulli_distribution half(0.5);
+    for (auto& id : ids) id = half(rng()) ? int32_t(V / 2) : any(rng());
+    for (int64_t t = 0; t < T; t += 101) ids[size_t(t)] = t % 2 ? -1 : int32_t(V + t);
+    ids[1] = 0;
+    ids[size_t(T - 1)] = int32_t(V - 1);
+    std::vector<float> pool = randn(4099), acc0(size_t(V * C));
+    for (size_t i = 0; i < acc0.size(); ++i) acc0[i] = pool[i % pool.size()];
+    Dev di = upload_i32(ids, {T}), dg = upload(round_bf16(randn(T * C)), DType::kBF16, {T, C});
+    std::vector<std::vector<float>> got;
+    for (const cuda::EmbeddingScratch* sc : {&tile, &graph, &direct}) {
+      Dev dtab = upload(acc0, DType::kF32, {V, C});
+      cuda::embedding_backward(dtab.t, di.t, dg.t, *sc, cs);
+      got.push_back(download(dtab.t));
+    }
+    const size_t bytes = got[0].size() * sizeof(float);
+    EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), bytes), 0) << "T=" << T << ": vs graph";
+    EXPECT_EQ(std::memcmp(got[0].data(), got[2].data(), bytes), 0) << "T=" << T << ": vs CUB";
+    EXPECT_NE(std::memcmp(got[0].data(), acc0.data(), bytes), 0) << "T=" << T << ": no change";
+  }
 }
 
 TEST(CudaOps, RmsNorm) {

@@ -3,10 +3,14 @@
 //
 // The backward is deterministic — the same bits from run to run, whatever the timing — and needs
 // no atomics on floats:
-//  1. keys[t] = ids[t] (an id outside [0, V) becomes V and contributes nothing), pos[t] = t;
-//  2. a stable radix sort of (key, pos) on the bits the vocabulary needs (CUB; captured once into
-//     a CUDA graph over all max_tokens entries): each id's tokens become one contiguous run of
-//     the sorted order, in increasing token order;
+//  1. keys[t] = ids[t] (an id outside [0, V) becomes a key >= V and contributes nothing);
+//  2. a stable radix sort of (key, t) on the bits the vocabulary needs: each id's tokens become
+//     one contiguous run of the sorted order, in increasing token order. Up to kTileTokens (16384)
+//     tokens and keys of <= 18 bits, steps 1 and 2 are one kernel of one block: each token packed
+//     into one word, key << 14 | t, the words radix-sorted in shared memory on the key bits alone
+//     (CUB BlockRadixSort, 3 passes of 6 bits). Otherwise a kernel makes keys and positions and
+//     CUB's device-wide sort orders them (captured once into a CUDA graph over all max_tokens
+//     entries: its ten memsets and kernels are one launch, but each still costs its latency);
 //  3. one block per chunk of kChunk sorted positions and tile of columns. A chunk's bounds are
 //     moved forward to the next run start when one lies within kChunk positions, so a run of at
 //     most kChunk tokens always lies inside one chunk: its block sums it in token order and adds
@@ -17,13 +21,16 @@
 // Every row is written by one thread per column, once. A frequent id (padding, "the") costs no
 // more than any other tokens: its pieces are spread over blocks like the rest.
 //
-// Measured (H200, 2026-12-02, bench_kernels, 16384 tokens × 4096 into vocab 128256, uniform ids):
-// 0.237 ms, 68.9% of the 0.164 ms floor — keys + sort 0.049 ms (0.063 ms before the sort was
-// captured into a graph), the chunk sums ~0.186 ms; half the tokens on one id: 0.174 ms, 54% of
-// its 0.094 ms floor. The fp32-atomics kernel it replaces ran 0.224 ms (73%) in an earlier run.
+// Measured (H200, 2026-12-02, bench_kernels, 16384 tokens × 4096 into vocab 128256, uniform ids;
+// bench/kernels/h200_2026-12-02_embedding_tile_sort.log): 0.214 ms, 76.4% of the 0.164 ms floor —
+// the one-block sort 0.027 ms, with the chunk sums 0.211 ms; half the tokens on one id: 0.151 ms,
+// 62.4% of its 0.094 ms floor. Same run, the device-wide sort: 0.049 ms, whole backward 0.237 ms
+// (69.2%). BlockRadixSort alone, back to back, 17 or 18 bits: 23.2 µs at 6 bits a pass, 23.8 µs
+// at 5, 25.3 µs at 4. The fp32-atomics kernel this replaced ran 0.224 ms (73%) in an earlier run.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <memory>
 
@@ -43,6 +50,21 @@ constexpr int kFixThreads = kFixLanes * kFixGroups;
 constexpr int kFixBlocksX = 8;            // listed runs summed at once
 constexpr uint32_t kNoKey = 0xffffffffu;  // outside the sorted array; never a key (keys <= V)
 static_assert(kChunk == 32, "a chunk's run starts are found with one warp ballot");
+
+// The one-block sort: a tile of kSortThreads × kSortItems tokens, each packed into one word as
+// key << kTokenBits | token, so keys of up to 32 − kTokenBits = 18 bits (vocab < 262144).
+constexpr int kSortThreads = 1024;
+constexpr int kSortItems = 16;     // consecutive tokens a thread
+constexpr int kTokenBits = 14;     // low bits of a packed word: the token
+constexpr int kSortRadixBits = 6;  // key bits a pass: 17 or 18 bits in 3 passes
+constexpr int64_t kTileTokens = int64_t(kSortThreads) * kSortItems;
+constexpr int kTileKeyBits = 32 - kTokenBits;
+static_assert(kTileTokens == int64_t(1) << kTokenBits, "every token of a tile fits the low bits");
+// Keys only (the token travels in the word): 16 registers of data a thread. Not memoizing the
+// digit scan in registers keeps ptxas under 64 registers (1024 threads) with no spills.
+using TileSort = cub::BlockRadixSort<uint32_t, kSortThreads, kSortItems, cub::NullType,
+                                     kSortRadixBits, /*MEMOIZE_OUTER_SCAN=*/false>;
+constexpr size_t kTileSortSmem = sizeof(TileSort::TempStorage);  // 135 KB: dynamic, opted in
 
 // Raw<N>: N bf16 as loaded; dout is read once, so loads use the streaming hint.
 template <int N>
@@ -133,6 +155,39 @@ __global__ void embedding_bwd_keys_kernel(uint32_t* keys, int32_t* pos, int32_t*
     pos[t] = int32_t(t);
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) *run_count = 0;
+}
+
+// ---- backward steps 1 and 2 in one block, for T <= kTileTokens and keys of <= kTileKeyBits bits:
+// thread i packs tokens [16i, 16i + 16) as key << kTokenBits | t (the keys of step 1; entries past
+// T get `none`) and the block radix-sorts the words on the key bits alone. Each LSD pass keeps the
+// order of the last, and the first sees the tokens in order (thread by thread, item by item: the
+// blocked arrangement), so equal keys stay in token order. The result goes out striped (coalesced
+// stores), unpacked into the keys and positions the chunk kernel reads. ----
+__global__ void __launch_bounds__(kSortThreads)
+    embedding_bwd_tile_sort_kernel(uint32_t* __restrict__ keys, int32_t* __restrict__ pos,
+                                   int32_t* __restrict__ run_count, const int32_t* __restrict__ ids,
+                                   int T, uint32_t V, int bits) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  TileSort::TempStorage& temp = *reinterpret_cast<TileSort::TempStorage*>(smem);
+  const uint32_t none = (1u << bits) - 1;  // >= V, as bits = bit_width(V)
+  uint32_t w[kSortItems];
+  const int t0 = int(threadIdx.x) * kSortItems;
+#pragma unroll
+  for (int i = 0; i < kSortItems; ++i) {
+    const int t = t0 + i;
+    const uint32_t id = t < T ? uint32_t(__ldg(ids + t)) : none;  // negative ids: >= 2^31 > V
+    w[i] = (id < V ? id : none) << kTokenBits | uint32_t(t);
+  }
+  if (threadIdx.x == 0) *run_count = 0;
+  TileSort(temp).SortBlockedToStriped(w, kTokenBits, kTokenBits + bits);
+#pragma unroll
+  for (int i = 0; i < kSortItems; ++i) {
+    const int r = i * kSortThreads + int(threadIdx.x);
+    if (r < T) {
+      keys[r] = w[i] >> kTokenBits;
+      pos[r] = int32_t(w[i] & ((1u << kTokenBits) - 1));
+    }
+  }
 }
 
 // ---- backward step 3: block (chunk j, column tile). partial holds two rows of C floats a
@@ -355,6 +410,12 @@ EmbeddingScratch embedding_scratch(void* base, int64_t max_tokens, int64_t hidde
   carve(static_cast<char*>(base), max_tokens, hidden, &s);
   if (vocab > 0 && vocab < (int64_t(1) << 31))
     capture_sort(&s, std::bit_width(uint64_t(vocab)));  // keys 0..2^bits − 1 >= vocab
+  // the one-block sort's shared memory is past the 48 KB a launch gets unasked; a device that
+  // cannot give it (below sm_80) sorts device-wide
+  s.tile_sort = cudaFuncSetAttribute(embedding_bwd_tile_sort_kernel,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(kTileSortSmem)) == cudaSuccess;
+  cudaGetLastError();
   return s;
 }
 
@@ -390,31 +451,41 @@ void embedding_backward(Tensor dtable, Tensor ids, Tensor dout, const EmbeddingS
   const auto what = [&] {
     return str_cat("embedding_backward dtable ", dtable.shape_str(), " dout ", dout.shape_str());
   };
-  // The captured sort of all max_tokens entries where V fits its keys, else a sort of T entries.
-  const bool graph = s.sort_graph && std::bit_width(uint64_t(V)) <= s.graph_bits;
-  const int bits = graph ? s.graph_bits : std::bit_width(uint64_t(V));
-  const int64_t n = graph ? s.max_tokens : T;
-  const uint32_t none = graph ? uint32_t((int64_t(1) << bits) - 1) : uint32_t(V);
-  embedding_bwd_keys_kernel<<<grid_for(n, 256, 132 * 8), 256, 0, stream>>>(
-      s.keys[0], s.pos[0], s.run_count, ids.i32(), T, n, uint32_t(V), none);
-  SF_LAUNCH_CHECK(what(), ": keys");
-  const uint32_t* sorted_keys = s.graph_keys;
-  const int32_t* sorted_pos = s.graph_pos;
-  if (graph) {
-    SF_CUDA_CHECK(cudaGraphLaunch(s.sort_graph.get(), stream), what(), ": radix sort of ", n,
-                  " keys of ", bits, " bits (graph)");
+  const uint32_t* sorted_keys = s.keys[0];
+  const int32_t* sorted_pos = s.pos[0];
+  const int vbits = std::max(1, int(std::bit_width(uint64_t(V))));
+  if (s.tile_sort && T <= kTileTokens && vbits <= kTileKeyBits) {
+    embedding_bwd_tile_sort_kernel<<<1, kSortThreads, kTileSortSmem, stream>>>(
+        s.keys[0], s.pos[0], s.run_count, ids.i32(), int(T), uint32_t(V), vbits);
+    SF_LAUNCH_CHECK(what(), ": one-block sort of ", T, " keys of ", vbits, " bits, ", kTileSortSmem,
+                    " bytes of shared memory");
   } else {
-    cub::DoubleBuffer<uint32_t> keys(s.keys[0], s.keys[1]);
-    cub::DoubleBuffer<int32_t> pos(s.pos[0], s.pos[1]);
-    const size_t need = sort_temp_bytes(T, bits, stream);
-    SF_CHECK(need <= s.sort_temp_bytes, what(), ": the radix sort needs ", need,
-             " temporary bytes, the scratch has ", s.sort_temp_bytes);
-    size_t have = s.sort_temp_bytes;
-    SF_CUDA_CHECK(
-        cub::DeviceRadixSort::SortPairs(s.sort_temp, have, keys, pos, int(T), 0, bits, stream),
-        what(), ": radix sort of ", T, " keys of ", bits, " bits");
-    sorted_keys = keys.Current();
-    sorted_pos = pos.Current();
+    // The captured sort of all max_tokens entries where V fits its keys, else a sort of T entries.
+    const bool graph = s.sort_graph && std::bit_width(uint64_t(V)) <= s.graph_bits;
+    const int bits = graph ? s.graph_bits : std::bit_width(uint64_t(V));
+    const int64_t n = graph ? s.max_tokens : T;
+    const uint32_t none = graph ? uint32_t((int64_t(1) << bits) - 1) : uint32_t(V);
+    embedding_bwd_keys_kernel<<<grid_for(n, 256, 132 * 8), 256, 0, stream>>>(
+        s.keys[0], s.pos[0], s.run_count, ids.i32(), T, n, uint32_t(V), none);
+    SF_LAUNCH_CHECK(what(), ": keys");
+    if (graph) {
+      SF_CUDA_CHECK(cudaGraphLaunch(s.sort_graph.get(), stream), what(), ": radix sort of ", n,
+                    " keys of ", bits, " bits (graph)");
+      sorted_keys = s.graph_keys;
+      sorted_pos = s.graph_pos;
+    } else {
+      cub::DoubleBuffer<uint32_t> keys(s.keys[0], s.keys[1]);
+      cub::DoubleBuffer<int32_t> pos(s.pos[0], s.pos[1]);
+      const size_t need = sort_temp_bytes(T, bits, stream);
+      SF_CHECK(need <= s.sort_temp_bytes, what(), ": the radix sort needs ", need,
+               " temporary bytes, the scratch has ", s.sort_temp_bytes);
+      size_t have = s.sort_temp_bytes;
+      SF_CUDA_CHECK(
+          cub::DeviceRadixSort::SortPairs(s.sort_temp, have, keys, pos, int(T), 0, bits, stream),
+          what(), ": radix sort of ", T, " keys of ", bits, " bits");
+      sorted_keys = keys.Current();
+      sorted_pos = pos.Current();
+    }
   }
   if (stages < 2) return;
 

@@ -33,8 +33,10 @@ void bias_grad(Tensor dbias, Tensor dy, cudaStream_t stream);
 // hidden) bytes made when the backend is created: sort keys and token positions (two buffers
 // each), the radix sort's temporary storage, the list of runs longer than a chunk and the F32
 // partial sums of their pieces (2·⌈max_tokens/32⌉ rows of hidden; 16 MiB at 16384 × 4096).
-// With vocab > 0 the sort of max_tokens keys of the bits vocab needs is captured once into a CUDA
-// graph (one launch a call instead of ten); tables of more rows sort without it.
+// Up to 16384 tokens and tables of < 2^18 rows are sorted by one block (one launch; the kernel's
+// 135 KB of shared memory is granted here, once: tile_sort). Otherwise, with vocab > 0, the sort
+// of max_tokens keys of the bits vocab needs is captured once into a CUDA graph (one launch a
+// call instead of ten); tables of more rows sort without it.
 struct EmbeddingScratch {
   uint32_t* keys[2] = {};
   int32_t* pos[2] = {};
@@ -48,6 +50,7 @@ struct EmbeddingScratch {
   int graph_bits = 0;
   const uint32_t* graph_keys = nullptr;  // where the graph leaves the sorted keys and positions
   const int32_t* graph_pos = nullptr;
+  bool tile_sort = false;  // false: every call sorts device-wide
 };
 size_t embedding_scratch_bytes(int64_t max_tokens, int64_t hidden);
 EmbeddingScratch embedding_scratch(void* base, int64_t max_tokens, int64_t hidden,
