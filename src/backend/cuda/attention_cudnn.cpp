@@ -55,6 +55,7 @@ struct CudnnAttention::Impl {
     double build_ms = 0;
     Variant variant{};
     std::string error;  // non-empty: no plan for this shape
+    std::string what;   // "backward dense B=… S=… NH=… NKV=… D=…", for messages
     Desc desc() const { return g->plans()[size_t(chosen)].desc; }
     int64_t workspace() const { return g->plans()[size_t(chosen)].workspace; }
   };
@@ -127,8 +128,9 @@ struct CudnnAttention::Impl {
       }
     }
     if (p.g == nullptr && p.error.empty()) p.error = "no backward variant applies";
-    const std::string what = str_cat(bwd ? "backward" : "forward", ragged ? " ragged" : " dense",
-                                     " B=", B, " S=", S, " NH=", NH, " NKV=", NKV, " D=", D);
+    p.what = str_cat(bwd ? "backward" : "forward", ragged ? " ragged" : " dense", " B=", B,
+                     " S=", S, " NH=", NH, " NKV=", NKV, " D=", D);
+    const std::string& what = p.what;
     if (!p.error.empty()) {
       std::fprintf(stderr, "[sf] cuDNN attention %s: no plan (%s); using the built-in kernel\n",
                    what.c_str(), p.error.c_str());
@@ -335,14 +337,20 @@ void execute(Handle h, const Graph& g, Desc plan, const IoList& io, void* worksp
 }
 
 // Times each of the plan's candidates (a warm-up, then the best of 3, on `stream`) and keeps the
-// fastest.
-// Runs once per shape, at its first call: the heuristics' first choice is not always the fastest
-// (and which one is differs between cuDNN releases).
+// fastest. Runs once per shape, at its first call: the heuristics' first choice need not be the
+// fastest (on 9.14 and 9.19 it was, in every shape measured: docs/perf.md).
 void tune(CudnnAttention::Impl& P, CudnnAttention::Impl::Plan& plan, const IoList& io,
-          void* workspace, cudaStream_t stream, const char* what) {
-  cudaEvent_t a = nullptr, b = nullptr;
-  SF_CUDA_RT(cudaEventCreate(&a));
-  SF_CUDA_RT(cudaEventCreate(&b));
+          void* workspace, cudaStream_t stream) {
+  const char* what = plan.what.c_str();
+  struct Events {
+    cudaEvent_t a = nullptr, b = nullptr;
+    ~Events() {
+      if (a) cudaEventDestroy(a);
+      if (b) cudaEventDestroy(b);
+    }
+  } ev;
+  SF_CUDA_RT(cudaEventCreate(&ev.a));
+  SF_CUDA_RT(cudaEventCreate(&ev.b));
   float best = INFINITY;
   std::string times;
   for (int j : plan.fits) {
@@ -351,12 +359,12 @@ void tune(CudnnAttention::Impl& P, CudnnAttention::Impl::Plan& plan, const IoLis
     once();
     float t = INFINITY;
     for (int r = 0; r < 3; ++r) {
-      SF_CUDA_RT(cudaEventRecord(a, stream));
+      SF_CUDA_RT(cudaEventRecord(ev.a, stream));
       once();
-      SF_CUDA_RT(cudaEventRecord(b, stream));
-      SF_CUDA_RT(cudaEventSynchronize(b));
+      SF_CUDA_RT(cudaEventRecord(ev.b, stream));
+      SF_CUDA_RT(cudaEventSynchronize(ev.b));
       float ms = 0;
-      SF_CUDA_RT(cudaEventElapsedTime(&ms, a, b));
+      SF_CUDA_RT(cudaEventElapsedTime(&ms, ev.a, ev.b));
       t = std::min(t, ms);
     }
     times += str_cat(times.empty() ? "" : ", ", "#", j, " ", t, " ms");
@@ -365,19 +373,18 @@ void tune(CudnnAttention::Impl& P, CudnnAttention::Impl::Plan& plan, const IoLis
       plan.chosen = j;
     }
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   plan.tuned = true;
   if (verbose())
     std::fprintf(stderr, "[sf] cuDNN attention %s: plans timed (%s): #%d chosen\n", what,
                  times.c_str(), plan.chosen);
 }
 
-// Runs the plan's chosen engine configuration, tuning first where there is a choice.
+// Runs the plan's chosen engine configuration, tuning first where there is a choice. Failures
+// name the op and the shapes (plan.what).
 void run(CudnnAttention::Impl& P, CudnnAttention::Impl::Plan& plan, const IoList& io,
-         void* workspace, cudaStream_t stream, const char* what) {
-  if (!plan.tuned) tune(P, plan, io, workspace, stream, what);
-  execute(P.handle, *plan.g, plan.desc(), io, workspace, &P.lowest, stream, what);
+         void* workspace, cudaStream_t stream) {
+  if (!plan.tuned) tune(P, plan, io, workspace, stream);
+  execute(P.handle, *plan.g, plan.desc(), io, workspace, &P.lowest, stream, plan.what.c_str());
 }
 
 }  // namespace
@@ -419,7 +426,7 @@ bool CudnnAttention::forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor 
        {kOffKV, m.off_kv},
        {kOffSt, m.off_st},
        {kScale, &scale}},
-      ws + stats_bytes, stream, "forward");
+      ws + stats_bytes, stream);
   if (!c.ragged)
     cudnn_stats_layout(reinterpret_cast<float*>(ws), lse.f32(), c.B, c.NH, c.S, false, stream);
   return true;
@@ -471,7 +478,7 @@ bool CudnnAttention::backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tens
     io.push_back({kDKFull, ws + w.acc + w.sums});
     io.push_back({kDVFull, ws + w.acc + w.sums + w.full});
   }
-  run(P, plan, io, ws + w.total(), stream, "backward");
+  run(P, plan, io, ws + w.total(), stream);
   return true;
 }
 
