@@ -212,6 +212,14 @@ void Gemm::run(const char* op, Mat y, Mat a, bool a_t, Mat b, bool b_t, float al
       int found = 0;
       SF_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(I.handle, desc, la, lb, lc, lc, pref, 1, &res,
                                                  &found), shapes());
+      if (found == 0) {  // none under that restriction (not seen): any scheme beats failing
+        const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
+        SF_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &any, sizeof(any)),
+                    shapes());
+        SF_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(I.handle, desc, la, lb, lc, lc, pref, 1, &res,
+                                                   &found), shapes());
+      }
       SF_CHECK(found > 0, shapes(), ": cuBLASLt has no algorithm for these types/alignments");
       algo = res.algo;
       std::lock_guard<std::mutex> lk(I.mu);
