@@ -9,7 +9,7 @@
 // the dense graph reading the same bytes as head-major [B, H, S, D] rows ("head-major": a layout
 // measurement, not checked). Each mode first checks it agrees with our kernel on these inputs
 // (max |a − b| / max |b|). SF_CUDNN_LIB=path loads another libcudnn.so.9.
-// Usage: bench_attention [--quick]   (peers: python3 bench/kernels/peers.py, in the same run;
+// Usage: bench_attention [--quick | --profile NSEQxS]   (peers: python3 bench/kernels/peers.py;
 // bench/kernels/compare_attention.sh alternates both; figures: docs/perf.md)
 
 #include <cuda_runtime.h>
@@ -92,9 +92,13 @@ void report(const char* name, const std::string& shape, double ms, double flops)
   std::fflush(stdout);
 }
 
-// quick: only the dense graphs ("dense", "read" = the backend's path, "head-major"), no own kernel
-// (compare_attention.sh)
-void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_t st, bool quick) {
+// kQuick: only the dense graphs ("dense", "read" = the backend's path, "head-major"), no own kernel
+// (compare_attention.sh); kProfile: the "dense" fwd+bwd pair three times, nothing else, no timing
+// (for ncu: profile_attention.sh).
+enum class Run { kFull, kQuick, kProfile };
+
+void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_t st, Run run) {
+  const bool quick = run != Run::kFull;
   const int64_t NH = 32, NKV = 8, D = 128, T = nseq * S;
   const std::string shape = std::to_string(nseq) + "x" + std::to_string(S) + " GQA 32/8 D128";
   const float scale = 1.0f / std::sqrt(float(D));
@@ -163,6 +167,7 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
         Mode{"read", nullptr, UL::kRead, true, -1}, Mode{"bound v1", nullptr, UL::kBound, false, 1},
         Mode{"head-major", cu.data(), UL::kRead, true, -1, true}}) {
     if (quick && !m.dense) continue;
+    if (run == Run::kProfile && std::string(m.name) != "dense") continue;
     cudnn->set_unknown_lengths(m.unknown);
     cudnn->set_head_major(m.head_major);
     cudnn->set_dense_when_equal(m.dense);
@@ -172,9 +177,16 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
     auto cb = [&] {
       ok = ok && cudnn->backward(dq2, dk2, dv2, dout, q, k, v, o2, lse2, tcu, m.host, scale, st);
     };
-    cf();
-    cb();
+    for (int i = 0; i < (run == Run::kProfile ? 3 : 1); ++i) {
+      cf();
+      cb();
+    }
     CK(cudaStreamSynchronize(st));
+    if (run == Run::kProfile) {
+      std::printf("profiled: cuDNN dense fwd+bwd %s x3 (%s)\n", shape.c_str(),
+                  ok ? "ran" : cudnn->last_refusal().c_str());
+      continue;
+    }
     if (!ok) {
       std::printf("cuDNN %s %s: refused (%s)\n", m.name, shape.c_str(),
                   cudnn->last_refusal().c_str());
@@ -228,9 +240,18 @@ int main(int argc, char** argv) {
     std::printf("device: %s  cuDNN: %s\n", prop.name,
                 cudnn ? (std::to_string(cudnn->version()) + " from " + cudnn->library()).c_str()
                       : ("unavailable: " + why).c_str());
-    const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-    run_shape(8, 2048, cudnn.get(), st, quick);
-    run_shape(2, 8192, cudnn.get(), st, quick);
+    const std::string arg = argc > 1 ? argv[1] : "";
+    if (arg == "--profile") {  // one shape: bench_attention --profile 2x8192
+      const std::string shape = argc > 2 ? argv[2] : "2x8192";
+      const size_t x = shape.find('x');
+      SF_CHECK(x != std::string::npos, "bench_attention --profile NSEQxS, e.g. 2x8192: got ", shape);
+      run_shape(std::stoll(shape.substr(0, x)), std::stoll(shape.substr(x + 1)), cudnn.get(), st,
+                Run::kProfile);
+    } else {
+      const Run run = arg == "--quick" ? Run::kQuick : Run::kFull;
+      run_shape(8, 2048, cudnn.get(), st, run);
+      run_shape(2, 8192, cudnn.get(), st, run);
+    }
     cudnn.reset();
     cudaStreamDestroy(st);
   } catch (const std::exception& e) {
