@@ -25,43 +25,19 @@
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/kernels.h"
 #include "core/error.h"
+#include "timing.h"
 
 namespace sf {
 namespace {
 
-#define CK(x)                                                                \
-  do {                                                                       \
-    cudaError_t e_ = (x);                                                    \
-    if (e_ != cudaSuccess) SF_FAIL(#x, " failed: ", cudaGetErrorString(e_)); \
-  } while (0)
+#define CK(x) BENCH_CK(x)
+using bench::median_ms;
 
 struct DevBuf {
   void* p = nullptr;
   explicit DevBuf(size_t n) { CK(cudaMalloc(&p, std::max<size_t>(n, 16))); }
   ~DevBuf() { cudaFree(p); }
 };
-
-double median_ms(cudaStream_t s, const std::function<void()>& fn, int warm = 3, int iters = 20) {
-  for (int i = 0; i < warm; ++i) fn();
-  CK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> ts;
-  for (int i = 0; i < iters; ++i) {
-    CK(cudaEventRecord(a, s));
-    fn();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    ts.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
-}
 
 std::vector<float> download(const Tensor& t) {
   std::vector<float> out(size_t(t.numel()));
@@ -244,7 +220,8 @@ int main(int argc, char** argv) {
     if (arg == "--profile") {  // one shape: bench_attention --profile 2x8192
       const std::string shape = argc > 2 ? argv[2] : "2x8192";
       const size_t x = shape.find('x');
-      SF_CHECK(x != std::string::npos, "bench_attention --profile NSEQxS, e.g. 2x8192: got ", shape);
+      SF_CHECK(x != std::string::npos, "bench_attention --profile NSEQxS, e.g. 2x8192: got ",
+               shape);
       run_shape(std::stoll(shape.substr(0, x)), std::stoll(shape.substr(x + 1)), cudnn.get(), st,
                 Run::kProfile);
     } else {

@@ -20,6 +20,7 @@
 #include "model/layer.h"
 #include "model/layout.h"
 #include "model/spec.h"
+#include "timing.h"
 
 namespace sf {
 namespace {
@@ -27,11 +28,7 @@ namespace {
 constexpr double kBandwidth = 4.1e12;  // bytes/s, device-to-device copy (read + write)
 constexpr double kMatrix = 790e12;     // bf16 FLOP/s, cuBLAS 8192³ on random data
 
-#define CK(x)                                                                \
-  do {                                                                       \
-    cudaError_t e_ = (x);                                                    \
-    if (e_ != cudaSuccess) SF_FAIL(#x, " failed: ", cudaGetErrorString(e_)); \
-  } while (0)
+#define CK(x) BENCH_CK(x)
 
 struct Bench {
   Backend& be;
@@ -74,32 +71,9 @@ struct Bench {
     return t;
   }
 
-  // median milliseconds of fn over `iters` timed launches after `warm` warm-ups; `pre` (untimed)
-  // runs before each launch
   double time_ms(const std::function<void()>& fn, int warm = 3, int iters = 20,
                  const std::function<void()>& pre = nullptr) {
-    for (int i = 0; i < warm; ++i) {
-      if (pre) pre();
-      fn();
-    }
-    std::vector<float> ms;
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < iters; ++i) {
-      if (pre) pre();
-      CK(cudaEventRecord(a, cs));
-      fn();
-      CK(cudaEventRecord(b, cs));
-      CK(cudaEventSynchronize(b));
-      float t = 0;
-      CK(cudaEventElapsedTime(&t, a, b));
-      ms.push_back(t);
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    return bench::median_ms(cs, fn, warm, iters, pre);
   }
 
   void report(const char* name, const char* shape, double ms, double bytes, double flops) {
