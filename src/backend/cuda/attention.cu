@@ -218,7 +218,7 @@ void attention_forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, Ten
   if (s.T == 0) return;
   SF_CHECK(s.D <= 32 * kGenMax, "attention_forward: head_dim ", s.D, " > ", 32 * kGenMax,
            " is not supported by the CUDA backend");
-  if (use_mma(s.D) && aligned16({&out, &q, &k, &v})) {
+  if (use_mma(s.D) && aligned16({out.data, q.data, k.data, v.data})) {
     switch (s.D) {
       case 16:
         fwd_mma<16>(s, out, lse, q, k, v, cu_seqlens, scale, stream);

@@ -389,7 +389,7 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, 
   attn_delta_kernel<<<grid_for(s.T * s.NH, 8), 256, 0, stream>>>(delta, dout.as<bf16>(),
                                                                  out.as<bf16>(), s.T * s.NH, s.D);
   SF_LAUNCH_CHECK(op, " (Δ) out ", out.shape_str());
-  if (use_mma(s.D) && aligned16({&dq, &dk, &dv, &dout, &q, &k, &v})) {
+  if (use_mma(s.D) && aligned16({dq.data, dk.data, dv.data, dout.data, q.data, k.data, v.data})) {
     switch (s.D) {
       case 16:
         bwd_mma<16>(s, dq, dk, dv, dout, q, k, v, lse, cu_seqlens, delta, scale, stream);

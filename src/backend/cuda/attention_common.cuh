@@ -1,4 +1,4 @@
-// defines: sf::cuda::attn::{kLog2e, kLn2, Cfg, kGenMax, Shape, check_shapes, aligned16, use_mma,
+// defines: sf::cuda::attn::{kLog2e, kLn2, Cfg, kGenMax, Shape, check_shapes, use_mma,
 // set_smem} — what the attention forward (attention.cu) and backward (attention_bwd.cu) share:
 // the tensor-core tile configuration, the generic path's register budget and the host-side shape
 // checks and launch helpers.
@@ -51,12 +51,6 @@ inline Shape check_shapes(const char* op, const Tensor& out, const Tensor& lse, 
            v.shape_str(), ", out ", out.shape_str(), ", lse ", lse.shape_str(), ", cu_seqlens ",
            cu.shape_str());
   return s;
-}
-
-inline bool aligned16(std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (reinterpret_cast<uintptr_t>(t->data) % 16 != 0) return false;
-  return true;
 }
 
 inline bool use_mma(int D) { return D == 16 || D == 32 || D == 64 || D == 128; }

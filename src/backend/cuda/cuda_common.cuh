@@ -14,12 +14,12 @@
 
 // Any CUDA runtime failure becomes an sf::Error naming the op (a string built by the caller with
 // the shapes) and CUDA's error string.
-#define SF_CUDA_CHECK(call, ...)                                                        \
-  do {                                                                                  \
-    cudaError_t sf_err_ = (call);                                                       \
-    if (sf_err_ != cudaSuccess)                                                         \
-      throw ::sf::Error(::sf::str_cat(__VA_ARGS__, ": ", #call, " failed: ",            \
-                                      cudaGetErrorString(sf_err_)));                    \
+#define SF_CUDA_CHECK(call, ...)                                                              \
+  do {                                                                                        \
+    cudaError_t sf_err_ = (call);                                                             \
+    if (sf_err_ != cudaSuccess)                                                               \
+      throw ::sf::Error(                                                                      \
+          ::sf::str_cat(__VA_ARGS__, ": ", #call, " failed: ", cudaGetErrorString(sf_err_))); \
   } while (0)
 
 // After a kernel launch: a bad configuration (or an earlier asynchronous fault) is reported here.
@@ -32,6 +32,13 @@ using bf16 = __nv_bfloat16;
 inline void check_dtype(const char* op, const char* name, const Tensor& t, DType want) {
   SF_CHECK(t.dtype == want, op, ": ", name, " ", t.shape_str(), " must be ", dtype_name(want),
            " on the CUDA backend, got ", dtype_name(t.dtype));
+}
+
+// Every pointer 16-byte aligned (the vectorised kernels' 16-byte loads and stores).
+inline bool aligned16(std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
 }
 
 inline unsigned grid_for(int64_t n, int threads, int64_t cap = int64_t(1) << 20) {
@@ -74,6 +81,8 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   return warp_max(s);
 }
 
-__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
+__device__ __forceinline__ float round_bf16(float x) {
+  return __bfloat162float(__float2bfloat16(x));
+}
 
 }  // namespace sf::cuda

@@ -13,12 +13,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kPack = 8;  // bf16 per 16-byte access
 
-bool aligned16(std::initializer_list<const void*> ps) {
-  for (const void* p : ps)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
-}
-
 struct Pack8 {
   float v[kPack];
 };

@@ -324,12 +324,6 @@ __global__ void __launch_bounds__(kFixThreads)
   }
 }
 
-bool aligned16(std::initializer_list<const void*> ps) {
-  for (const void* p : ps)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
-}
-
 int64_t chunks(int64_t T) { return (T + kChunk - 1) / kChunk; }
 
 size_t round256(size_t n) { return (n + 255) / 256 * 256; }
