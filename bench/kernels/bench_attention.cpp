@@ -5,12 +5,13 @@
 // causal FLOPs 4·B·S²·NH·D/2 (forward) and 2.5× that (backward). cuDNN is timed several ways:
 // lengths given on the host with equal lengths ("dense": the dense graphs, the engine's path),
 // read back from the device each call ("read"; one stream sync per call), the ragged graphs
-// ("ragged", and "v1" with the GQA partials in our workspace), planned with S = T ("bound"), and
-// the dense graph reading the same bytes as head-major [B, H, S, D] rows ("head-major": a layout
-// measurement, not checked). Each mode first checks it agrees with our kernel on these inputs
-// (max |a − b| / max |b|). SF_CUDNN_LIB=path loads another libcudnn.so.9.
-// Usage: bench_attention [--quick | --profile NSEQxS]   (peers: python3 bench/kernels/peers.py;
-// bench/kernels/compare_attention.sh alternates both; figures: docs/perf.md)
+// ("ragged", and "v1" with the GQA partials in our workspace) and planned with S = T ("bound").
+// (A "head-major" mode, the dense graph over [B, H, S, D] rows, measured the layout's effect —
+// none: docs/perf.md — and was removed after.) Each mode first checks it agrees with our kernel on
+// these inputs (max |a − b| / max |b|). SF_CUDNN_LIB=path loads another libcudnn.so.9.
+// Usage: bench_attention [--quick | --profile NSEQxS]
+//   (peers: python3 bench/kernels/peers.py; bench/kernels/compare_attention.sh alternates both;
+//   figures: docs/perf.md)
 
 #include <cuda_runtime.h>
 
@@ -68,7 +69,7 @@ void report(const char* name, const std::string& shape, double ms, double flops)
   std::fflush(stdout);
 }
 
-// kQuick: only the dense graphs ("dense", "read" = the backend's path, "head-major"), no own kernel
+// kQuick: only the dense graphs ("dense", and "read" = the backend's path), no own kernel
 // (compare_attention.sh); kProfile: the "dense" fwd+bwd pair three times, nothing else, no timing
 // (for ncu: profile_attention.sh).
 enum class Run { kFull, kQuick, kProfile };
@@ -133,19 +134,16 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
     UL unknown;
     bool dense;
     int variant;
-    bool head_major = false;
   };
   bool checked = false;
-  for (const Mode& m :
-       {Mode{"dense", cu.data(), UL::kRead, true, -1},
-        Mode{"ragged", cu.data(), UL::kRead, false, 0},
-        Mode{"ragged v1", cu.data(), UL::kRead, false, 1},
-        Mode{"read", nullptr, UL::kRead, true, -1}, Mode{"bound v1", nullptr, UL::kBound, false, 1},
-        Mode{"head-major", cu.data(), UL::kRead, true, -1, true}}) {
+  for (const Mode& m : {Mode{"dense", cu.data(), UL::kRead, true, -1},
+                        Mode{"ragged", cu.data(), UL::kRead, false, 0},
+                        Mode{"ragged v1", cu.data(), UL::kRead, false, 1},
+                        Mode{"read", nullptr, UL::kRead, true, -1},
+                        Mode{"bound v1", nullptr, UL::kBound, false, 1}}) {
     if (quick && !m.dense) continue;
     if (run == Run::kProfile && std::string(m.name) != "dense") continue;
     cudnn->set_unknown_lengths(m.unknown);
-    cudnn->set_head_major(m.head_major);
     cudnn->set_dense_when_equal(m.dense);
     cudnn->force_backward_variant(m.variant);
     bool ok = true;
@@ -168,9 +166,7 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
                   cudnn->last_refusal().c_str());
       continue;
     }
-    if (m.head_major) {  // the same bytes read as [B, H, S, D]: a timing, not comparable
-      std::printf("check %s %s: layout experiment, not compared\n", m.name, shape.c_str());
-    } else {  // both paths from the same inputs (ours last wrote o/lse/dq/dk/dv)
+    {  // both paths from the same inputs (ours last wrote o/lse/dq/dk/dv)
       if (!checked) {
         own_f();
         own_b();
@@ -191,7 +187,6 @@ void run_shape(int64_t nseq, int64_t S, cuda::CudnnAttention* cudnn, cudaStream_
     report(nf.c_str(), shape, tf, fwd);
     report(nb.c_str(), shape, tfb, 3.5 * fwd);
   }
-  cudnn->set_head_major(false);
 }
 
 }  // namespace

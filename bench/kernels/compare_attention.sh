@@ -2,9 +2,9 @@
 # Attention fwd+bwd against torch SDPA's cuDNN backend, alternating the two programs ROUNDS times
 # on the same GPU (one round = bench_attention --quick, then peers.py attention), then the median
 # of each row over the rounds and our time ÷ torch's. Ours is the backend's path ("read": lengths
-# read back from the device, one sync a call), the dense graph with lengths given on the host, and
-# the dense graph over head-major rows (a layout measurement); torch's rows: contiguous [B, H, S, D]
-# (the ratio's denominator) and the [B, S, H, D] views transformers' attention hands SDPA.
+# read back from the device, one sync a call) and the dense graph with lengths given on the host;
+# torch's rows: contiguous [B, H, S, D] (the ratio's denominator) and the [B, S, H, D] views
+# transformers' attention hands SDPA.
 # Usage: BIN=build ROUNDS=3 bash bench/kernels/compare_attention.sh   (logs to $OUT when set)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,7 +13,7 @@ rounds=${ROUNDS:-3}
 log=${OUT:-/tmp}/compare_attention.log
 : >"$log"
 for r in $(seq "$rounds"); do
-  "$bin/bench_attention" --quick 2>&1 | grep -E '^(device|cuDNN \((dense|read|head-major)\) fwd\+bwd)' | sed "s/^/round $r ours  /" >>"$log"
+  "$bin/bench_attention" --quick 2>&1 | grep -E '^(device|cuDNN \((dense|read)\) fwd\+bwd)' | sed "s/^/round $r ours  /" >>"$log"
   PYTHONUNBUFFERED=1 python3 bench/kernels/peers.py attention 2>&1 | grep -E '^(device|torch SDPA cuDNN.*fwd\+bwd)' | sed "s/^/round $r torch /" >>"$log"
 done
 cat "$log"

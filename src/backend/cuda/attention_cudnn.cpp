@@ -45,8 +45,8 @@ AttentionImpl attention_impl_from_env(AttentionImpl fallback) {
 }
 
 struct CudnnAttention::Impl {
-  // bwd, ragged, head-major, forced backward variant (-1: first that finalizes), B, S, NH, NKV, D
-  using Key = std::tuple<bool, bool, bool, int, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  // bwd, ragged, forced backward variant (-1: first that finalizes), B, S, NH, NKV, D
+  using Key = std::tuple<bool, bool, int, int64_t, int64_t, int64_t, int64_t, int64_t>;
   struct Plan {
     std::unique_ptr<Graph> g;
     std::vector<int> fits;  // the graph's plans whose workspace fits, in the heuristics' order
@@ -81,8 +81,8 @@ struct CudnnAttention::Impl {
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     Plan& p = plans[key];
-    const auto [bwd, ragged, head_major, forced, B, S, NH, NKV, D] = key;
-    const Layout l{B, S, NH, NKV, D, ragged, head_major};
+    const auto [bwd, ragged, forced, B, S, NH, NKV, D] = key;
+    const Layout l{B, S, NH, NKV, D, ragged};
     const int n_variants = bwd ? int(std::size(kVariants)) : 1;
     for (int i = 0; i < n_variants; ++i) {
       if (bwd && forced >= 0 && i != forced) continue;
@@ -246,7 +246,6 @@ struct Options {
   CudnnAttention::UnknownLengths unknown;
   bool dense_when_equal;
   int variant;
-  bool head_major;
 };
 
 bool prepare(CudnnAttention::Impl& P, bool bwd, Call& c, const Tensor& cu_seqlens,
@@ -285,12 +284,7 @@ bool prepare(CudnnAttention::Impl& P, bool bwd, Call& c, const Tensor& cu_seqlen
     *why = str_cat(c.nseq, " samples exceed the metadata capacity");
     return false;
   }
-  if (opt.head_major && c.ragged) {
-    *why = "head-major rows need equal sample lengths (the dense graphs)";
-    return false;
-  }
-  out->plan =
-      &P.plan({bwd, c.ragged, opt.head_major, bwd ? opt.variant : -1, c.B, c.S, c.NH, c.NKV, c.D});
+  out->plan = &P.plan({bwd, c.ragged, bwd ? opt.variant : -1, c.B, c.S, c.NH, c.NKV, c.D});
   if (!out->plan->error.empty()) {
     *why = out->plan->error;
     return false;
@@ -401,8 +395,8 @@ bool CudnnAttention::forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor 
   }
   Impl& P = *p_;
   Prepared m;
-  if (!prepare(P, false, c, cu_seqlens, host_cu, {unknown_, dense_, variant_, head_major_}, stream,
-               &m, &refusal_))
+  if (!prepare(P, false, c, cu_seqlens, host_cu, {unknown_, dense_, variant_}, stream, &m,
+               &refusal_))
     return false;
   // dense graphs write the stats [B, H, S] to a scratch, converted to lse[T, H] afterwards
   const size_t stats_bytes = c.ragged ? 0 : aligned(size_t(c.T * c.NH) * 4);
@@ -447,8 +441,8 @@ bool CudnnAttention::backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tens
   }
   Impl& P = *p_;
   Prepared m;
-  if (!prepare(P, true, c, cu_seqlens, host_cu, {unknown_, dense_, variant_, head_major_}, stream,
-               &m, &refusal_))
+  if (!prepare(P, true, c, cu_seqlens, host_cu, {unknown_, dense_, variant_}, stream, &m,
+               &refusal_))
     return false;
   Impl::Plan& plan = *m.plan;
   const BwdWorkspace w = bwd_workspace(plan.variant, c.ragged, c.T, c.B, c.S, c.NH, c.NKV, c.D);

@@ -66,9 +66,6 @@ class CudnnAttention {
   void set_dense_when_equal(bool on) { dense_ = on; }
   // Backward workspace layout to use (-1: the first that cuDNN finalizes; see kVariants).
   void force_backward_variant(int v) { variant_ = v; }
-  // For measurements only: read and write q/k/v/out/dout/dq/dk/dv as [B, H, S, D] (head-major;
-  // equal lengths, dense graphs) instead of [T, H, D]: what that layout would gain.
-  void set_head_major(bool on) { head_major_ = on; }
   size_t version() const;              // cudnnGetVersion(), e.g. 91400
   const std::string& library() const;  // the path it was loaded from
   // Why the last call returned false ("" after a call that ran).
@@ -82,7 +79,6 @@ class CudnnAttention {
   UnknownLengths unknown_ = UnknownLengths::kRead;
   bool dense_ = true;
   int variant_ = -1;
-  bool head_major_ = false;
   std::string refusal_;
 };
 

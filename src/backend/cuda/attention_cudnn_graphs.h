@@ -55,9 +55,6 @@ inline size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 struct Layout {
   int64_t B, S, NH, NKV, D;
   bool ragged;
-  // [B, H, S, D] rows instead (dense only): a measurement of what head-major activations
-  // would gain (bench_attention --head-major); the backend never sets it.
-  bool head_major = false;
   Dims q() const { return {B, NH, S, D}; }
   Dims q_strides() const { return rows_of(NH); }
   Dims kv() const { return {B, NKV, S, D}; }
@@ -73,10 +70,8 @@ struct Layout {
   Dims rows_strides() const { return ragged ? Dims{S * NH, 1, NH, 1} : dense(rows()); }
   Dims scores() const { return {B, NH, S, S}; }
   Dims scores_t_strides() const { return {NH * S * S, S * S, 1, S}; }
-  // strides of [B, H, S, D] over our [T, H, D] rows (or head-major ones)
-  Dims rows_of(int64_t H) const {
-    return head_major ? Dims{H * S * D, S * D, D, 1} : Dims{S * H * D, D, H * D, 1};
-  }
+  // strides of [B, H, S, D] over our [T, H, D] rows
+  Dims rows_of(int64_t H) const { return {S * H * D, D, H * D, 1}; }
 };
 
 void build_forward(Graph& g, const Layout& l);
