@@ -180,6 +180,24 @@ TEST(Tokenizer, MetaspacePrependFirst) {
   EXPECT_EQ(u.encode("<s>hi hi", false), (Ids{1, 7, 6}));
 }
 
+// The "Whitespace" pre-tokenizer splits on \w+|[^\w\s]+ and drops the whitespace, so the "i !"
+// merge (ranked first) never applies across "hi" and "!". Expected ids from Hugging Face
+// `tokenizers` 0.23 on this same file.
+TEST(Tokenizer, WhitespacePreTokenizerSplitsWordsFromPunctuation) {
+  Tokenizer t = Tokenizer::from_json(R"({
+    "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+    "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+    "post_processor": null, "decoder": null,
+    "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+      "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+      "vocab": {"h": 0, "i": 1, "!": 2, "hi": 3, "i!": 4, "?": 5}, "merges": ["i !", "h i"]}
+  })");
+  EXPECT_EQ(t.encode("hi!", false), (Ids{3, 2}));
+  EXPECT_EQ(t.encode("hi  hi", false), (Ids{3, 3}));
+  EXPECT_EQ(t.encode("hi!?!", false), (Ids{3, 2, 5, 2}));
+  EXPECT_EQ(t.encode(" h\ti ", false), (Ids{0, 1}));
+}
+
 TEST(Tokenizer, InvalidUtf8IsReplacedLikePython) {
   EXPECT_EQ(utf8::repair("a\xFFz"), "a\xEF\xBF\xBDz");
   EXPECT_EQ(utf8::repair("\xE0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // two maximal subparts
