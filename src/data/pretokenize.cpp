@@ -253,21 +253,6 @@ std::unique_ptr<PreTokenizer> make_fn_split(Find f, Behavior b, bool invert) {
   return std::make_unique<FnSplit<Find>>(std::move(f), b, invert);
 }
 
-class RegexSplit final : public PreTokenizer {
- public:
-  RegexSplit(const char* pattern, Behavior b, bool invert, const std::string& where)
-      : regex_(pattern, false, where), behavior_(b), invert_(invert) {}
-  void apply(Pieces& p) const override {
-    split_pieces(p, behavior_, invert_,
-                 [&](std::string_view t, Ranges& m) { regex_.find_all(t, m); });
-  }
-
- private:
-  Regex regex_;
-  Behavior behavior_;
-  bool invert_;
-};
-
 class Sequence final : public PreTokenizer {
  public:
   explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
@@ -328,7 +313,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& j, const std::strin
     return make_fn_split(char_matcher(utf8::is_whitespace), Behavior::kRemoved, false);
   }
   if (type == "Whitespace") {
-    return std::make_unique<RegexSplit>("\\w+|[^\\w\\s]+", Behavior::kRemoved, true, where);
+    return std::make_unique<Split>(PatternSpec{"\\w+|[^\\w\\s]+", true}, Behavior::kRemoved, true,
+                                   where);
   }
   if (type == "Sequence") {
     std::string key_path = json_path(path, "pretokenizers");
