@@ -26,7 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// max|a-b| / max|b|: a normalised error, insensitive to a few tiny reference entries.
 using golden::Case;
 using golden::load_case;
 using golden::read_all;
