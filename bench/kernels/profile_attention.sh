@@ -12,7 +12,7 @@ shape=${SHAPE:-2x8192}
 log=${OUT:-/tmp}
 ncu_run() { ncu --clock-control none --csv --metrics gpu__time_duration.sum "$@"; }
 SF_CUDNN_TUNE=0 ncu_run "$bin/bench_attention" --profile "$shape" >"$log/ncu_ours.csv" 2>"$log/ncu_ours.err"
-ncu_run python3 bench/kernels/torch_sdpa_once.py "${shape%x*}" "${shape#*x}" >"$log/ncu_torch.csv" 2>"$log/ncu_torch.err"
+ncu_run --profile-from-start off python3 bench/kernels/torch_sdpa_once.py "${shape%x*}" "${shape#*x}" >"$log/ncu_torch.csv" 2>"$log/ncu_torch.err"
 python3 - "$log/ncu_ours.csv" "$log/ncu_torch.csv" <<'PY'
 import csv, io, sys
 from collections import OrderedDict

@@ -9,6 +9,7 @@
 
 #ifdef SF_HAVE_CUDA
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <string>
@@ -26,6 +27,7 @@ namespace {
 #ifndef SF_HAVE_CUDA
 
 TEST(CudaCudnnAttention, MatchesReference) { GTEST_SKIP() << "skipped: no CUDA device"; }
+TEST(CudaCudnnStatsLayout, TransposesBothWays) { GTEST_SKIP() << "skipped: no CUDA device"; }
 
 #else
 
@@ -176,6 +178,29 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(c.NH) + "_KV" + std::to_string(c.NKV) + "_D" + std::to_string(c.D) +
              "_" + lengths_name(c.lengths);
     });
+
+// The dense graphs' stats layout change, against a host transpose, both ways, on sizes that are
+// not multiples of its 32×32 tile (and NH above one tile). Exact: it only moves floats.
+TEST(CudaCudnnStatsLayout, TransposesBothWays) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
+  auto* stream = static_cast<cudaStream_t>(cuda_stream_handle(*env().s));
+  for (auto [B, NH, S] :
+       {std::array<int64_t, 3>{1, 1, 1}, {3, 40, 100}, {2, 7, 33}, {1, 32, 256}}) {
+    const int64_t n = B * NH * S;
+    std::vector<float> lse(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) lse[size_t(i)] = float(i) + 0.5f;  // every value distinct
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t h = 0; h < NH; ++h)
+          want[size_t((b * NH + h) * S + s)] = lse[size_t((b * S + s) * NH + h)];
+    Dev src = upload(lse, DType::kF32, {n}), bhs = upload(lse, DType::kF32, {n}),
+        back = upload(lse, DType::kF32, {n});
+    cuda::cudnn_stats_layout(src.t.f32(), bhs.t.f32(), B, NH, S, true, stream);
+    cuda::cudnn_stats_layout(bhs.t.f32(), back.t.f32(), B, NH, S, false, stream);
+    EXPECT_EQ(download(bhs.t), want) << "lse -> stats, B " << B << " NH " << NH << " S " << S;
+    EXPECT_EQ(download(back.t), lse) << "stats -> lse, B " << B << " NH " << NH << " S " << S;
+  }
+}
 
 #endif  // SF_HAVE_CUDA
 

@@ -361,7 +361,8 @@ void tune(CudnnAttention::Impl& P, CudnnAttention::Impl::Plan& plan, const IoLis
       SF_CUDA_RT(cudaEventElapsedTime(&ms, ev.a, ev.b));
       t = std::min(t, ms);
     }
-    times += str_cat(times.empty() ? "" : ", ", "#", j, " ", t, " ms");
+    times += str_cat(times.empty() ? "" : ", ", "#", j, " (", plan.g->plans()[size_t(j)].label,
+                     ") ", t, " ms");
     if (t < best) {
       best = t;
       plan.chosen = j;
@@ -369,8 +370,8 @@ void tune(CudnnAttention::Impl& P, CudnnAttention::Impl::Plan& plan, const IoLis
   }
   plan.tuned = true;
   if (verbose())
-    std::fprintf(stderr, "[sf] cuDNN attention %s: plans timed (%s): #%d chosen\n", what,
-                 times.c_str(), plan.chosen);
+    std::fprintf(stderr, "[sf] cuDNN attention %s: plans timed (%s): #%d (%s) chosen\n", what,
+                 times.c_str(), plan.chosen, plan.g->plans()[size_t(plan.chosen)].label.c_str());
 }
 
 // Runs the plan's chosen engine configuration, tuning first where there is a choice. Failures

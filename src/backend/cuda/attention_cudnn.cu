@@ -1,6 +1,8 @@
 // defines: sf::cuda::cudnn_ragged_metadata, sf::cuda::cudnn_stats_layout — the small device
 // helpers of the cuDNN attention path (attention_cudnn.cpp builds and runs the graphs): per-sample
 // lengths and ragged offsets from cu_seqlens, and the stats layout change of the dense graphs.
+#include <algorithm>
+
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_common.cuh"
 
@@ -20,19 +22,38 @@ __global__ void ragged_metadata_kernel(const int32_t* __restrict__ cu, int nseq,
   if (b < B) seq[b] = b < nseq ? cu[b + 1] - cu[b] : 0;
 }
 
+// lse [B, S, NH] (ours, token-major) <-> [B, NH, S] (the dense graphs' stats): a transpose of
+// each sample's [S, NH] matrix through a shared-memory tile, so both the reads and the writes are
+// coalesced (the element-wise version strided one side by S or NH floats).
+constexpr int kStatsTile = 32, kStatsRows = 8;
+
 __global__ void stats_layout_kernel(const float* __restrict__ src, float* __restrict__ dst,
                                     int64_t B, int64_t NH, int64_t S, bool to_bhs) {
-  const int64_t n = B * NH * S;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    // i indexes lse [B·S, NH] (row-major): coalesced on that side
-    const int64_t h = i % NH, t = i / NH, b = t / S, s = t % S;
-    const int64_t j = (b * NH + h) * S + s;
-    if (to_bhs) {
-      dst[j] = src[i];
-    } else {
-      dst[i] = src[j];
+  __shared__ float tile[kStatsTile][kStatsTile + 1];  // [s][h]; +1: no bank conflicts by column
+  const int64_t s0 = int64_t(blockIdx.x) * kStatsTile, h0 = int64_t(blockIdx.y) * kStatsTile;
+  const int tx = threadIdx.x;
+  for (int64_t b = blockIdx.z; b < B; b += gridDim.z) {
+    const int64_t base = b * NH * S;
+    for (int r = threadIdx.y; r < kStatsTile; r += kStatsRows) {
+      if (to_bhs) {  // read [S, NH] along h
+        const int64_t s = s0 + r, h = h0 + tx;
+        if (s < S && h < NH) tile[r][tx] = src[base + s * NH + h];
+      } else {  // read [NH, S] along s
+        const int64_t h = h0 + r, s = s0 + tx;
+        if (s < S && h < NH) tile[tx][r] = src[base + h * S + s];
+      }
     }
+    __syncthreads();
+    for (int r = threadIdx.y; r < kStatsTile; r += kStatsRows) {
+      if (to_bhs) {  // write [NH, S] along s
+        const int64_t h = h0 + r, s = s0 + tx;
+        if (s < S && h < NH) dst[base + h * S + s] = tile[tx][r];
+      } else {  // write [S, NH] along h
+        const int64_t s = s0 + r, h = h0 + tx;
+        if (s < S && h < NH) dst[base + s * NH + h] = tile[r][tx];
+      }
+    }
+    __syncthreads();  // the tile is reused by the next sample
   }
 }
 
@@ -40,9 +61,11 @@ __global__ void stats_layout_kernel(const float* __restrict__ src, float* __rest
 
 void cudnn_stats_layout(const float* src, float* dst, int64_t B, int64_t NH, int64_t S, bool to_bhs,
                         cudaStream_t stream) {
-  const int threads = 256;
-  stats_layout_kernel<<<grid_for(B * NH * S, threads, 4096), threads, 0, stream>>>(src, dst, B, NH,
-                                                                                   S, to_bhs);
+  const dim3 block(kStatsTile, kStatsRows);
+  const dim3 grid(unsigned((S + kStatsTile - 1) / kStatsTile),
+                  unsigned((NH + kStatsTile - 1) / kStatsTile),
+                  unsigned(std::min<int64_t>(B, 65535)));
+  stats_layout_kernel<<<grid, block, 0, stream>>>(src, dst, B, NH, S, to_bhs);
   SF_LAUNCH_CHECK("cudnn_stats_layout B ", B, " NH ", NH, " S ", S);
 }
 

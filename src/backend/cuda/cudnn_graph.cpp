@@ -183,6 +183,35 @@ void Graph::reshape(Desc x, Desc y) {
   ops_.push_back(op);
 }
 
+std::vector<Graph::Knob> Graph::knob_choices(Desc cfg) {
+  // cuDNN fills at most one choice per knob type: room for all of them, as cudnn-frontend asks
+  std::vector<Desc> choices;
+  for (int i = 0; i < kKnobTypeCounts; ++i) choices.push_back(make(kDescKnobChoice));
+  std::vector<Knob> out;
+  int64_t got = 0;
+  if (api().get_attr(cfg, kCfgKnobChoices, kTypeDesc, kKnobTypeCounts, &got, choices.data()) != 0)
+    return out;
+  for (int64_t i = 0; i < std::min<int64_t>(got, kKnobTypeCounts); ++i) {
+    Knob k{};
+    int64_t c = 0;
+    if (api().get_attr(choices[size_t(i)], kKnobChoiceType, kTypeKnobType, 1, &c, &k.type) == 0 &&
+        api().get_attr(choices[size_t(i)], kKnobChoiceValue, kTypeInt64, 1, &c, &k.value) == 0)
+      out.push_back(k);
+  }
+  return out;
+}
+
+std::string Graph::label(Desc cfg) {
+  Desc engine = make(kDescEngine);
+  int64_t c = 0, index = -1;
+  if (api().get_attr(cfg, kCfgEngine, kTypeDesc, 1, &c, &engine) == 0)
+    api().get_attr(engine, kEngineGlobalIndex, kTypeInt64, 1, &c, &index);
+  std::string s = "engine " + std::to_string(index);
+  for (const Knob& k : knob_choices(cfg))
+    if (k.type == kKnobKernelCfg) s += " KERNEL_CFG " + std::to_string(k.value);
+  return s;
+}
+
 const std::vector<Graph::Plan>& Graph::plan(Handle h, int max_plans) {
   Desc g = make(kDescOpGraph);
   set(g, kGraphOps, kTypeDesc, int64_t(ops_.size()), ops_.data(), "graph ops");
@@ -201,17 +230,21 @@ const std::vector<Graph::Plan>& Graph::plan(Handle h, int max_plans) {
     int64_t got = 0;
     check(api().get_attr(heur, kHeurResults, kTypeDesc, n, &got, cfgs.data()),
           "heuristics results");
-    for (int64_t i = 0; i < got && int(plans_.size()) < max_plans; ++i) {
+    cfgs.resize(size_t(got));
+    for (size_t i = 0; i < cfgs.size() && int(plans_.size()) < max_plans; ++i) {
       Desc p = make(kDescPlan);
       api().set_attr(p, kPlanHandle, kTypeHandle, 1, &h);
-      set_desc(p, kPlanEngineCfg, cfgs[size_t(i)], "plan engine config");
+      set_desc(p, kPlanEngineCfg, cfgs[i], "plan engine config");
       if (const Status s = api().finalize(p); s != 0) {
+        if (verbose())
+          std::fprintf(stderr, "[sf] cuDNN plan %s: %s\n", label(cfgs[i]).c_str(),
+                       status_text(s).c_str());
         if (tried.size() < 400) tried += " [cfg " + std::to_string(i) + ": " + status_text(s) + "]";
         continue;
       }
       int64_t ws = 0, cnt = 0;
       check(api().get_attr(p, kPlanWorkspace, kTypeInt64, 1, &cnt, &ws), "plan workspace");
-      plans_.push_back({p, ws});
+      plans_.push_back({p, ws, label(cfgs[i])});
     }
     if (!plans_.empty()) return plans_;
   }

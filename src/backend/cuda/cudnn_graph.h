@@ -21,15 +21,15 @@ using Status = int;
 using Handle = void*;
 using Desc = void*;
 enum : int {  // cudnnBackendDescriptorType_t
-  kDescPointwise = 0, kDescEngineCfg = 3, kDescEngineHeur = 4, kDescPlan = 5,
-  kDescOpPointwise = 13, kDescOpGraph = 15, kDescVariantPack = 16, kDescTensor = 17,
-  kDescMatmul = 18, kDescOpMatmul = 19, kDescReduction = 21, kDescOpReduction = 22,
-  kDescOpReshape = 31,
+  kDescPointwise = 0, kDescEngine = 2, kDescEngineCfg = 3, kDescEngineHeur = 4, kDescPlan = 5,
+  kDescKnobChoice = 7, kDescOpPointwise = 13, kDescOpGraph = 15, kDescVariantPack = 16,
+  kDescTensor = 17, kDescMatmul = 18, kDescOpMatmul = 19, kDescReduction = 21,
+  kDescOpReduction = 22, kDescOpReshape = 31,
 };
 enum : int {  // cudnnBackendAttributeType_t
   kTypeHandle = 0, kTypeDataType = 1, kTypeBool = 2, kTypeInt64 = 3, kTypeFloat = 4,
-  kTypeDouble = 5, kTypeVoidPtr = 6, kTypeHeurMode = 8, kTypePointwiseMode = 14, kTypeDesc = 15,
-  kTypeReductionOp = 18,
+  kTypeDouble = 5, kTypeVoidPtr = 6, kTypeHeurMode = 8, kTypeKnobType = 9, kTypePointwiseMode = 14,
+  kTypeDesc = 15, kTypeReductionOp = 18,
 };
 enum : int { kF32 = 0, kI32 = 4, kBF16 = 9, kBool = 11 };  // cudnnDataType_t
 enum : int {  // cudnnPointwiseMode_t
@@ -38,16 +38,19 @@ enum : int {  // cudnnPointwiseMode_t
 };
 enum : int { kReduceAdd = 0, kReduceMax = 3 };  // cudnnReduceTensorOp_t
 enum : int { kHeurFallback = 2, kHeurA = 3 };   // cudnnBackendHeurMode_t
+enum : int { kKnobKernelCfg = 24, kKnobTypeCounts = 44 };  // cudnnBackendKnobType_t
 enum : int {  // cudnnBackendAttributeName_t
   kPwMode = 0, kPwMathPrec = 1, kPwAxis = 9, kHeurMode = 200, kHeurGraph = 201,
-  kHeurResults = 202, kPlanHandle = 400, kPlanEngineCfg = 401, kPlanWorkspace = 402,
+  kHeurResults = 202, kCfgEngine = 300, kCfgKnobChoices = 302, kPlanHandle = 400,
+  kPlanEngineCfg = 401, kPlanWorkspace = 402, kKnobChoiceType = 600, kKnobChoiceValue = 601,
   kOpPwDesc = 750, kOpPwX = 751, kOpPwB = 752, kOpPwY = 753, kOpPwT = 758, kGraphHandle = 800,
   kGraphOps = 801, kTensorAlign = 900, kTensorType = 901, kTensorDims = 902, kTensorStrides = 903,
   kTensorUid = 906, kTensorVirtual = 907, kTensorByValue = 908, kTensorRagged = 913,
-  kPackUids = 1000, kPackPtrs = 1001, kPackWorkspace = 1003, kMatmulCompType = 1500,
-  kMatmulPadding = 1503, kOpMmA = 1520, kOpMmB = 1521, kOpMmC = 1522, kOpMmDesc = 1523,
-  kOpMmM = 1525, kOpMmN = 1526, kOpMmK = 1527, kRedOp = 1600, kRedCompType = 1601, kOpRedX = 1610,
-  kOpRedY = 1611, kOpRedDesc = 1612, kOpReshapeX = 2200, kOpReshapeY = 2201,
+  kPackUids = 1000, kPackPtrs = 1001, kPackWorkspace = 1003, kEngineGlobalIndex = 1301,
+  kMatmulCompType = 1500, kMatmulPadding = 1503, kOpMmA = 1520, kOpMmB = 1521, kOpMmC = 1522,
+  kOpMmDesc = 1523, kOpMmM = 1525, kOpMmN = 1526, kOpMmK = 1527, kRedOp = 1600,
+  kRedCompType = 1601, kOpRedX = 1610, kOpRedY = 1611, kOpRedDesc = 1612,
+  kOpReshapeX = 2200, kOpReshapeY = 2201,
 };
 // clang-format on
 
@@ -133,6 +136,7 @@ class Graph {
   struct Plan {
     Desc desc;
     int64_t workspace;
+    std::string label;  // "engine 6 KERNEL_CFG 26", for messages
   };
   const std::vector<Plan>& plan(Handle h, int max_plans = 8);
   const std::vector<Plan>& plans() const { return plans_; }
@@ -142,6 +146,13 @@ class Graph {
   size_t n_io() const { return io_uids_.size(); }
 
  private:
+  struct Knob {
+    int type;
+    int64_t value;
+  };
+  std::vector<Knob> knob_choices(Desc cfg);
+  std::string label(Desc cfg);
+
   std::vector<Desc> all_, ops_;
   std::vector<int64_t> by_value_, io_uids_;
   int64_t next_uid_ = kFirstVirtual;
