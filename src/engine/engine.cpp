@@ -1,9 +1,12 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "model/rope.h"
 
 namespace sf {
@@ -36,6 +39,27 @@ class Bump {
   size_t used_ = 0;
 };
 
+// Refuses, before anything is allocated, a run whose host memory (all of it taken at start)
+// exceeds what the machine can give: the alternative is the OOM killer midway through the
+// allocation, with no message.
+void check_host_memory(size_t state, int64_t params, size_t ckpt, int layers, int64_t tokens,
+                       int64_t hidden, size_t dsz, size_t staging) {
+  const std::optional<HostMemory> avail = host_memory_available();
+  const size_t need = state + ckpt + staging;
+  if (!avail || need <= avail->bytes) return;
+  SF_FAIL(
+      "not enough host memory for this run: it needs ", gib(need),
+      " before the first step — master weights, Adam m and v, gradients and their compute-dtype "
+      "copies: ",
+      gib(state), " (", params, " parameters × ",
+      std::round(10.0 * double(state) / double(std::max<int64_t>(params, 1))) / 10.0,
+      " B), activation checkpoints: ", gib(ckpt), " (", layers, " layers × ", tokens, " tokens × ",
+      hidden, " × ", dsz, " B) — and this machine has ", gib(avail->bytes), " available (",
+      avail->source,
+      "). Train a smaller model or on a machine with more memory; if the checkpoints are what "
+      "does not fit, lower the tokens per step (--batch-size, --cutoff-len)");
+}
+
 }  // namespace
 
 Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
@@ -56,18 +80,23 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     host_.back()->layout = layer_layout(spec_, i);
   }
   size_t state_bytes = 0;
-  for (auto& h : host_) state_bytes += HostUnit::bytes_needed(h->layout.numel, dt_);
+  int64_t params = 0;
+  for (auto& h : host_) {
+    state_bytes += HostUnit::bytes_needed(h->layout.numel, dt_);
+    params += h->layout.numel;
+  }
+  const size_t batch_bytes = size_t(3 * T + opt_.max_sequences + 1) * 4 + 256;
+  const size_t ckpt_bytes = size_t(L) * size_t(T * C) * dsz;
+  check_host_memory(state_bytes, params, ckpt_bytes, L, T, C, dsz, batch_bytes);
   host_state_ = be_.alloc(MemoryKind::kPinnedHost, state_bytes, "master weights and Adam state");
   {
     Bump b(host_state_.data());
     for (auto& h : host_) h->carve(b.take(HostUnit::bytes_needed(h->layout.numel, dt_)), dt_);
   }
-  host_batch_ = be_.alloc(MemoryKind::kPinnedHost,
-                          size_t(3 * T + opt_.max_sequences + 1) * 4 + 256, "batch staging");
+  host_batch_ = be_.alloc(MemoryKind::kPinnedHost, batch_bytes, "batch staging");
   host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
                                         size_t(3 * T + opt_.max_sequences + 1) * 4);
-  host_ckpt_ = be_.alloc(MemoryKind::kPinnedHost, size_t(L) * size_t(T * C) * dsz,
-                         "activation checkpoints");
+  host_ckpt_ = be_.alloc(MemoryKind::kPinnedHost, ckpt_bytes, "activation checkpoints");
   for (int i = 0; i < L; ++i)
     ckpt_.push_back(static_cast<char*>(host_ckpt_.data()) + size_t(i) * size_t(T * C) * dsz);
 
@@ -173,11 +202,13 @@ std::vector<float> Engine::gradient(const std::string& name) {
   const UnitLayout::Entry* e = nullptr;
   int u = find_tensor(name, &e);
   std::vector<float> out(size_t(e->numel));
-  const char* g = static_cast<const char*>(host_[size_t(u)]->grad) +
-                  size_t(e->offset) * dtype_size(dt_);
+  const char* g =
+      static_cast<const char*>(host_[size_t(u)]->grad) + size_t(e->offset) * dtype_size(dt_);
   for (int64_t i = 0; i < e->numel; ++i) {
-    if (dt_ == DType::kF32) out[size_t(i)] = reinterpret_cast<const float*>(g)[i];
-    else out[size_t(i)] = bf16_to_f32(reinterpret_cast<const uint16_t*>(g)[i]);
+    if (dt_ == DType::kF32)
+      out[size_t(i)] = reinterpret_cast<const float*>(g)[i];
+    else
+      out[size_t(i)] = bf16_to_f32(reinterpret_cast<const uint16_t*>(g)[i]);
   }
   return out;
 }
@@ -228,8 +259,8 @@ void Engine::ensure_outer_loaded() {
   if (outer_version_ == want_version_) return;
   worker_->wait_updated(0, want_version_);
   be_.wait(*h2d_, *outer_released_);
-  be_.copy(outer_params_, host_[0]->upload_source(), size_t(host_[0]->layout.numel) *
-           dtype_size(dt_), *h2d_);
+  be_.copy(outer_params_, host_[0]->upload_source(),
+           size_t(host_[0]->layout.numel) * dtype_size(dt_), *h2d_);
   be_.record(*outer_loaded_, *h2d_);
   be_.wait(*compute_, *outer_loaded_);
   outer_version_ = want_version_;
@@ -277,8 +308,7 @@ StepResult Engine::step(const Batch& batch, float lr) {
   check_batch(batch);
   StepResult r;
   r.valid_targets = batch.valid_targets();
-  SF_CHECK(r.valid_targets > 0, "step ", step_ + 1,
-           ": every label is -100, nothing to learn from");
+  SF_CHECK(r.valid_targets > 0, "step ", step_ + 1, ": every label is -100, nothing to learn from");
   ++step_;
   want_version_ = step_ - 1;
   worker_->begin_step(step_, lr);
@@ -364,8 +394,8 @@ StepResult Engine::step(const Batch& batch, float lr) {
   be_.synchronize(*compute_);
   r.loss = double(*host_loss_) / double(r.valid_targets);
   r.grad_norm = worker_->wait_grad_norm();
-  SF_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "step ", step_,
-           ": the loss (", r.loss, ") or gradient norm (", r.grad_norm,
+  SF_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "step ", step_, ": the loss (",
+           r.loss, ") or gradient norm (", r.grad_norm,
            ") is not finite; lower the learning rate or check the data");
   return r;
 }

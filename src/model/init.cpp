@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "model/spec.h"
 #include "model/weights.h"
 
@@ -48,6 +49,17 @@ void write_random_model(const std::filesystem::path& dir, const TinyModelOptions
   const ModelSpec spec = parse_model_spec(config, (dir / "config.json").string());
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<float> normal(0.0f, float(o.init_std));
+  uint64_t bytes = 0;  // every tensor in fp32, held at once
+  for (const TensorDesc& d : expected_tensors(spec)) {
+    uint64_t n = 4;
+    for (int64_t s : d.shape) n *= uint64_t(s);
+    bytes += n;
+  }
+  if (const auto avail = host_memory_available(); avail && bytes > avail->bytes)
+    SF_FAIL("init-model: this model would take ", gib(bytes), " in memory (fp32) and ",
+            gib(avail->bytes), " is available (", avail->source,
+            "); init-model makes small test models: lower --hidden, --layers, --intermediate or "
+            "--vocab");
   std::vector<std::vector<float>> storage;
   std::vector<TensorToWrite> tensors;
   for (const TensorDesc& d : expected_tensors(spec)) {

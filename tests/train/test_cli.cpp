@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include "core/host_memory.h"
+
 namespace {
 
 struct Result {
@@ -85,6 +87,24 @@ TEST(Cli, InitModelThenTrain) {
   EXPECT_NE(r.out.find("step 1/3  loss "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 3/3  loss "), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(d / "o" / "model.safetensors"));
+}
+
+// init-model holds the whole model in fp32: one far larger than the memory available (Llama-3.1-
+// 405B's shapes, ~1.5 TB) is refused with both figures, and nothing is written.
+TEST(Cli, InitModelLargerThanMemoryIsRefused) {
+  namespace fs = std::filesystem;
+  const auto avail = sf::host_memory_available();
+  if (!avail) GTEST_SKIP() << "skipped: no /proc/meminfo or cgroup figure here";
+  if (avail->bytes > (uint64_t(1) << 40)) GTEST_SKIP() << "skipped: over 1 TiB available here";
+  fs::path d = fs::temp_directory_path() / "sf_cli_huge";
+  fs::remove_all(d);
+  Result r = run("init-model --out " + d.string() +
+                 " --hidden 16384 --layers 126 --heads 128 --kv-heads 8 --intermediate 53248"
+                 " --vocab 128256");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("in memory (fp32) and"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("makes small test models"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "train/checkpoint.h"
@@ -216,6 +217,25 @@ std::string train_error(const fs::path& model) {
   c.cutoff_len = 16;
   std::ostringstream log;
   return error_of([&] { run_training(c, log); });
+}
+
+// A model whose host state cannot fit (Llama-3.1-405B's shapes, fp32 state: ~6 TB) is refused
+// with the figures before anything is allocated or read: config.json is all there is of it.
+TEST(Train, ModelLargerThanHostMemoryIsRefused) {
+  if (!host_memory_available()) GTEST_SKIP() << "skipped: no /proc/meminfo or cgroup figure here";
+  fs::path d = temp_dir("huge");
+  fs::create_directories(d / "model");
+  write_text(d / "model" / "config.json", R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+  "hidden_size": 16384, "intermediate_size": 53248, "num_attention_heads": 128,
+  "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 126, "vocab_size": 128256,
+  "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16"
+})");
+  const std::string e = train_error(d / "model");
+  EXPECT_NE(e.find("not enough host memory for this run"), std::string::npos) << e;
+  EXPECT_NE(e.find("GiB available"), std::string::npos) << e;
+  EXPECT_NE(e.find("126 layers"), std::string::npos) << e;
 }
 
 // A checkpoint whose tensor has an integer dtype, written byte by byte per the safetensors format.
