@@ -93,6 +93,27 @@ Tensor host_i32(std::vector<int32_t>& v, const Tensor& like) {
   return r;
 }
 
+// ---------------------------------------------------------------- memory
+
+// More device memory than the GPU has: an sf::Error naming the request, the buffer and the free
+// memory, and the backend still usable afterwards (the failure does not stick).
+TEST(CudaOps, DeviceAllocationTooLargeIsNamed) {
+  SKIP_WITHOUT_CUDA();
+  const size_t too_much = size_t(1) << 50;  // 1 PiB
+  try {
+    Buffer b = backend().alloc(MemoryKind::kDevice, too_much, "a test buffer");
+    FAIL() << "1 PiB of device memory was granted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("1048576.0 GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("a test buffer"), std::string::npos) << m;
+    EXPECT_NE(m.find("free of"), std::string::npos) << m;
+    EXPECT_NE(m.find("--window"), std::string::npos) << m;
+  }
+  Dev ok = upload(std::vector<float>(1024, 1.0f), DType::kF32, {1024});
+  EXPECT_EQ(download(ok.t)[1023], 1.0f);
+}
+
 // ---------------------------------------------------------------- elementwise
 
 TEST(CudaOps, ConvertRoundsLikeTheHost) {

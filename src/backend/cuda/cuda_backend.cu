@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "core/host_memory.h"
 
 namespace sf {
 namespace {
@@ -115,12 +116,11 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return Buffer();
     void* p = nullptr;
     if (kind == MemoryKind::kDevice) {
-      SF_CUDA_CHECK(cudaMalloc(&p, bytes), "alloc: ", bytes, " device bytes for ", what,
-                    " (lower the window, tokens per step or GPU memory cap)");
+      p = device_malloc(bytes, what);
       return Buffer(p, bytes, [](void* q) { cudaFree(q); });
     }
-    SF_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "alloc: ", bytes,
-                  " pinned host bytes for ", what);
+    SF_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "alloc: ", gib(bytes), " (",
+                  bytes, " bytes) of pinned host memory for ", what);
     return Buffer(p, bytes, [](void* q) { cudaFreeHost(q); });
   }
   std::unique_ptr<Stream> create_stream(const char* name) override {
@@ -351,10 +351,23 @@ class CudaBackend final : public Backend {
       return static_cast<T*>(p);
     }
   };
+  // cudaMalloc, or an sf::Error naming the request, the buffer, the free memory and what to do.
+  static void* device_malloc(size_t bytes, const char* what) {
+    void* p = nullptr;
+    if (const cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
+      cudaGetLastError();  // so that a later launch check does not report it
+      size_t free = 0, total = 0;
+      cudaMemGetInfo(&free, &total);
+      SF_FAIL("alloc: ", gib(bytes), " (", bytes, " bytes) of device memory for ", what,
+              ": cudaMalloc failed: ", cudaGetErrorString(e), " with ", gib(free), " free of ",
+              gib(total), ". Lower --window or the tokens per step (--batch-size, --cutoff-len)");
+    }
+    return p;
+  }
   Scratch device_scratch(size_t bytes, const char* what) {
     Scratch s;
     s.n = bytes;
-    if (bytes) SF_CUDA_CHECK(cudaMalloc(&s.p, bytes), "make_cuda_backend: ", bytes, " bytes for ", what);
+    if (bytes) s.p = device_malloc(bytes, what);
     return s;
   }
   // Attention through cuDNN's fused flash attention unless SF_ATTENTION=own. Default by
