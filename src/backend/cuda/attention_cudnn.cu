@@ -2,6 +2,7 @@
 // helpers of the cuDNN attention path (attention_cudnn.cpp builds and runs the graphs): per-sample
 // lengths and ragged offsets from cu_seqlens, and the stats layout change of the dense graphs.
 #include <algorithm>
+#include <climits>
 
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -22,37 +23,26 @@ __global__ void ragged_metadata_kernel(const int32_t* __restrict__ cu, int nseq,
   if (b < B) seq[b] = b < nseq ? cu[b + 1] - cu[b] : 0;
 }
 
-// lse [B, S, NH] (ours, token-major) <-> [B, NH, S] (the dense graphs' stats): a transpose of
-// each sample's [S, NH] matrix through a shared-memory tile, so both the reads and the writes are
-// coalesced (the element-wise version strided one side by S or NH floats).
-constexpr int kStatsTile = 32, kStatsRows = 8;
+// lse [B, S, NH] (ours, token-major) <-> [B, NH, S] (the dense graphs' stats) is a transpose of
+// each sample's matrix, one way or the other: src [B, R, K] -> dst [B, K, R] through a 32×32
+// shared-memory tile, so that both the reads and the writes are coalesced. Block x = one tile of
+// one sample's matrix (row tiles × column tiles, flattened: no grid-dimension limit on R or K),
+// block y = samples.
+constexpr int kTile = 32, kTileRows = 8;
 
-__global__ void stats_layout_kernel(const float* __restrict__ src, float* __restrict__ dst,
-                                    int64_t B, int64_t NH, int64_t S, bool to_bhs) {
-  __shared__ float tile[kStatsTile][kStatsTile + 1];  // [s][h]; +1: no bank conflicts by column
-  const int64_t s0 = int64_t(blockIdx.x) * kStatsTile, h0 = int64_t(blockIdx.y) * kStatsTile;
+__global__ void transpose_kernel(const float* __restrict__ src, float* __restrict__ dst, int64_t B,
+                                 int64_t R, int64_t K, int64_t tiles_k) {
+  __shared__ float tile[kTile][kTile + 1];  // +1: no bank conflicts when read by column
+  const int64_t r0 = int64_t(blockIdx.x) / tiles_k * kTile,
+                k0 = int64_t(blockIdx.x) % tiles_k * kTile;
   const int tx = threadIdx.x;
-  for (int64_t b = blockIdx.z; b < B; b += gridDim.z) {
-    const int64_t base = b * NH * S;
-    for (int r = threadIdx.y; r < kStatsTile; r += kStatsRows) {
-      if (to_bhs) {  // read [S, NH] along h
-        const int64_t s = s0 + r, h = h0 + tx;
-        if (s < S && h < NH) tile[r][tx] = src[base + s * NH + h];
-      } else {  // read [NH, S] along s
-        const int64_t h = h0 + r, s = s0 + tx;
-        if (s < S && h < NH) tile[tx][r] = src[base + h * S + s];
-      }
-    }
+  for (int64_t b = blockIdx.y; b < B; b += gridDim.y) {
+    const int64_t base = b * R * K;
+    for (int i = threadIdx.y; i < kTile; i += kTileRows)  // read rows r0 + i along k
+      if (r0 + i < R && k0 + tx < K) tile[i][tx] = src[base + (r0 + i) * K + k0 + tx];
     __syncthreads();
-    for (int r = threadIdx.y; r < kStatsTile; r += kStatsRows) {
-      if (to_bhs) {  // write [NH, S] along s
-        const int64_t h = h0 + r, s = s0 + tx;
-        if (s < S && h < NH) dst[base + h * S + s] = tile[tx][r];
-      } else {  // write [S, NH] along h
-        const int64_t s = s0 + r, h = h0 + tx;
-        if (s < S && h < NH) dst[base + s * NH + h] = tile[r][tx];
-      }
-    }
+    for (int i = threadIdx.y; i < kTile; i += kTileRows)  // write rows k0 + i along r
+      if (k0 + i < K && r0 + tx < R) dst[base + (k0 + i) * R + r0 + tx] = tile[tx][i];
     __syncthreads();  // the tile is reused by the next sample
   }
 }
@@ -61,11 +51,11 @@ __global__ void stats_layout_kernel(const float* __restrict__ src, float* __rest
 
 void cudnn_stats_layout(const float* src, float* dst, int64_t B, int64_t NH, int64_t S, bool to_bhs,
                         cudaStream_t stream) {
-  const dim3 block(kStatsTile, kStatsRows);
-  const dim3 grid(unsigned((S + kStatsTile - 1) / kStatsTile),
-                  unsigned((NH + kStatsTile - 1) / kStatsTile),
-                  unsigned(std::min<int64_t>(B, 65535)));
-  stats_layout_kernel<<<grid, block, 0, stream>>>(src, dst, B, NH, S, to_bhs);
+  const int64_t R = to_bhs ? S : NH, K = to_bhs ? NH : S;  // src [B, R, K]
+  const int64_t tiles_k = (K + kTile - 1) / kTile, tiles = (R + kTile - 1) / kTile * tiles_k;
+  SF_CHECK(tiles <= INT32_MAX, "cudnn_stats_layout: NH ", NH, " S ", S, " exceeds the launch grid");
+  const dim3 grid(unsigned(tiles), unsigned(std::min<int64_t>(B, 65535)));
+  transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, stream>>>(src, dst, B, R, K, tiles_k);
   SF_LAUNCH_CHECK("cudnn_stats_layout B ", B, " NH ", NH, " S ", S);
 }
 
