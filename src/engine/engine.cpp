@@ -85,7 +85,8 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     state_bytes += HostUnit::bytes_needed(h->layout.numel, dt_);
     params += h->layout.numel;
   }
-  const size_t batch_bytes = size_t(3 * T + opt_.max_sequences + 1) * 4 + 256;
+  const size_t batch_ints = size_t(3 * T + opt_.max_sequences + 1) * 4;  // ids, labels, pos, cu
+  const size_t batch_bytes = batch_ints + 256;                           // + the loss
   const size_t ckpt_bytes = size_t(L) * size_t(T * C) * dsz;
   check_host_memory(state_bytes, params, ckpt_bytes, L, T, C, dsz, batch_bytes);
   host_state_ = be_.alloc(MemoryKind::kPinnedHost, state_bytes, "master weights and Adam state");
@@ -94,8 +95,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     for (auto& h : host_) h->carve(b.take(HostUnit::bytes_needed(h->layout.numel, dt_)), dt_);
   }
   host_batch_ = be_.alloc(MemoryKind::kPinnedHost, batch_bytes, "batch staging");
-  host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
-                                        size_t(3 * T + opt_.max_sequences + 1) * 4);
+  host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) + batch_ints);
   host_ckpt_ = be_.alloc(MemoryKind::kPinnedHost, ckpt_bytes, "activation checkpoints");
   for (int i = 0; i < L; ++i)
     ckpt_.push_back(static_cast<char*>(host_ckpt_.data()) + size_t(i) * size_t(T * C) * dsz);
@@ -113,7 +113,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
       s->grads = static_cast<float*>(b.take(size_t(layer_n) * 4));
       s->stage = dt_ != DType::kF32 ? b.take(size_t(layer_n) * dsz) : nullptr;
     }
-    dev_batch_ = b.take(size_t(3 * T + opt_.max_sequences + 1) * 4);
+    dev_batch_ = b.take(batch_ints);
     in_.inv_freq = Tensor(b.take(inv_freq_.size() * 4), DType::kF32, {int64_t(inv_freq_.size())});
     for (int k = 0; k < 2; ++k) {
       act_[k] = Tensor(b.take(size_t(T * C) * dsz), dt_, {T, C});
