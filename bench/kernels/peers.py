@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Peers of bench_kernels (usage: peers.py [attention]), timed in the same run on the same GPU (torch, bf16, Llama-3.1-8B shapes):
-torch SDPA (cuDNN and flash backends, enable_gqa=True, causal), eager RMSNorm / SwiGLU as transformers
-writes them, and the unfused head (bf16 logits -> fp32 -> F.cross_entropy). CUDA events, 3 warm-ups,
-median of 20 (5 for the head). Liger-Kernel rows appear when its wheel is importable (carry it:
+torch SDPA (cuDNN and flash backends, enable_gqa=True, causal), eager RMSNorm / SwiGLU / RoPE as
+transformers writes them, eager embedding forward and backward, the F32<->BF16 casts, and the
+unfused head (bf16 logits -> fp32 -> F.cross_entropy). CUDA events, 3 warm-ups, median of 20 (5 for
+the head). Liger-Kernel rows appear when its wheel is importable (carry it:
 bench/kernels/run.sh installs .whl/liger_kernel-*.whl with pip --target when present).
 """
 import statistics
@@ -71,6 +72,7 @@ def main():
     report("torch eager swiglu fwd+bwd", "16384x14336", time_ms(sw_fb), 8 * T * I * e2)
     del gt, up, d
 
+    small_ops(T, C, V, NH, NKV, D, e2)
     attention(NH, NKV, D)
 
     xh, wh = rand(T, C, grad=True), rand(V, C, grad=True)
@@ -89,6 +91,45 @@ def main():
     report(f"torch unfused linear+CE (+{extra:.1f} GiB)", "16384x4096 -> 128256", tce, flops=6.0 * T * C * V)
     del xh, wh, tg
     liger(T, C, I, V, e2)
+
+
+def rotate_half(x):  # transformers' Llama RoPE
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def small_ops(T, C, V, NH, NKV, D, e2):
+    """RoPE, embedding and casts in eager PyTorch, on bench_kernels' shapes, with its byte counts."""
+    pos = torch.arange(T, device="cuda") % 2048
+    inv = 500000.0 ** (-torch.arange(0, D, 2, device="cuda", dtype=torch.float32) / D)
+    ang = pos[:, None].float() * inv[None, :]
+    emb = torch.cat((ang, ang), dim=-1)  # LlamaRotaryEmbedding: cos/sin in the input's dtype
+    cos, sin = emb.cos().to(torch.bfloat16)[:, None, :], emb.sin().to(torch.bfloat16)[:, None, :]
+    for name, H in (("q", NH), ("k", NKV)):
+        x = rand(T, H, D)
+        report(f"torch eager rope fwd {name}", f"16384x{H}x128",
+               time_ms(lambda: x * cos + rotate_half(x) * sin), 2.0 * T * H * D * e2)
+        del x
+    ids = torch.randint(0, V, (T,), device="cuda")
+    table, dout = rand(V, C), rand(T, C)
+    report("torch eager embedding fwd", "16384 of 128256x4096", time_ms(lambda: F.embedding(ids, table)),
+           2.0 * T * C * e2)
+    del table
+    # what autograd runs for nn.Embedding's weight: a dense bf16 [V, C] gradient
+    report("torch eager embedding bwd (dense bf16 grad)", "16384 into 128256x4096",
+           time_ms(lambda: torch.ops.aten.embedding_dense_backward(dout, ids, V, -1, False)),
+           T * C * (e2 + 8.0))
+    # ours' semantics: accumulate into an existing F32 [V, C] gradient
+    dtab = torch.zeros(V, C, device="cuda", dtype=torch.float32)
+    report("torch eager embedding bwd (index_add_ F32)", "16384 into 128256x4096 F32",
+           time_ms(lambda: dtab.index_add_(0, ids, dout.float())), T * C * (e2 + 8.0))
+    del dtab, dout, ids
+    P = 218112000  # parameters of one Llama-3.1-8B layer
+    f = torch.rand(P, device="cuda")
+    report("torch eager cast F32->BF16", "218M (one 8B layer)", time_ms(lambda: f.to(torch.bfloat16)), P * 6.0)
+    h = f.to(torch.bfloat16)
+    report("torch eager cast BF16->F32", "218M (one 8B layer)", time_ms(lambda: h.float()), P * 6.0)
+    del f, h
 
 
 def attention(NH, NKV, D):
