@@ -181,6 +181,28 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
   for (auto& s : slots_) s->layer = -1;
 }
 
+void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
+  worker_->wait_all();
+  for (auto& h : host_) {
+    for (const auto& e : h->layout.entries)
+      fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset});
+    if (h->shadow) {  // the weights may have been overwritten: refresh what uploads read
+      auto* dst = static_cast<uint16_t*>(h->shadow);
+      for (int64_t i = 0; i < h->layout.numel; ++i) dst[i] = f32_to_bf16(h->master[i]);
+    }
+  }
+  outer_version_ = -1;
+  for (auto& s : slots_) s->layer = -1;
+}
+
+void Engine::set_steps_done(int64_t steps) {
+  SF_CHECK(steps >= 0, "steps done must not be negative (got ", steps, ")");
+  worker_->reset_steps(steps);
+  step_ = steps;
+  outer_version_ = -1;
+  for (auto& s : slots_) s->layer = -1;
+}
+
 void Engine::visit_weights(const std::function<void(const TensorDesc&, const float*)>& fn) {
   worker_->wait_all();
   for (auto& h : host_)
@@ -397,6 +419,30 @@ StepResult Engine::step(const Batch& batch, float lr) {
   SF_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "step ", step_, ": the loss (",
            r.loss, ") or gradient norm (", r.grad_norm,
            ") is not finite; lower the learning rate or check the data");
+  return r;
+}
+
+EvalResult Engine::evaluate(const Batch& batch) {
+  check_batch(batch);
+  EvalResult r;
+  r.valid_targets = batch.valid_targets();
+  if (r.valid_targets == 0) return r;
+  want_version_ = step_;
+  upload_batch(batch);
+  OuterParams op = OuterParams::view(spec_, host_[0]->layout, outer_params_, dt_);
+  OuterParams og = OuterParams::view(spec_, host_[0]->layout, outer_grads_, DType::kF32);
+  ensure_outer_loaded();
+  be_.embedding_forward(act_[0], in_.ids, op.embed, *compute_);
+  forward_layers(/*save_checkpoints=*/false);
+  // The fused head also forms gradients: they go to the outer unit's gradient scratch, which the
+  // next step clears before use (once the last step's copy of it to the host is done).
+  be_.wait(*compute_, *outer_released_);
+  be_.fill_zero(loss_sum_, *compute_);
+  head_forward_backward(be_, spec_, op, og, in_, head_ws_, act_[spec_.layers % 2], grad_,
+                        loss_sum_, 1.0f, *compute_);
+  be_.copy(host_loss_, loss_sum_.data, 4, *compute_);
+  be_.synchronize(*compute_);
+  r.loss_sum = double(*host_loss_);
   return r;
 }
 

@@ -38,6 +38,21 @@ struct StepResult {
   int64_t valid_targets = 0;
 };
 
+// Forward only: the summed cross-entropy over the batch's valid targets, and their count.
+struct EvalResult {
+  double loss_sum = 0;
+  int64_t valid_targets = 0;
+};
+
+// One tensor's complete optimizer state, fp32 (what a resumable checkpoint holds).
+struct TensorState {
+  const TensorDesc& desc;
+  int64_t numel;
+  float* master;
+  float* m;
+  float* v;
+};
+
 class Engine {
  public:
   Engine(Backend& backend, ModelSpec spec, EngineOptions options);
@@ -53,10 +68,17 @@ class Engine {
   void init_weights(const std::function<void(const TensorDesc&, float* dst)>& fill);
   // Visits each tensor's fp32 master weights (after all pending updates).
   void visit_weights(const std::function<void(const TensorDesc&, const float* src)>& fn);
+  // Visits every tensor's master weights and Adam moments (after all pending updates); `fn` may
+  // read them (saving) or overwrite them (resuming). After overwriting, call set_steps_done with
+  // the optimizer steps the state carries (Adam's bias correction counts from it).
+  void visit_state(const std::function<void(const TensorState&)>& fn);
+  void set_steps_done(int64_t steps);
   // The gradient of the last step (before clipping), as F32, for tests and reports.
   std::vector<float> gradient(const std::string& tensor_name);
 
   StepResult step(const Batch& batch, float lr);
+  // Forward only, no training state touched: the loss of the batch with the current weights.
+  EvalResult evaluate(const Batch& batch);
   // Forward only: logits [T, V] for the batch, with the current weights.
   std::vector<float> logits(const Batch& batch);
   int64_t steps_done() const { return step_; }

@@ -78,6 +78,14 @@ void UpdateWorker::wait_all() {
   rethrow_locked();
 }
 
+void UpdateWorker::reset_steps(int64_t steps) {
+  wait_all();
+  std::lock_guard<std::mutex> lk(mu_);
+  step_ = steps;
+  reduced_ = int(units_.size());
+  std::fill(updated_step_.begin(), updated_step_.end(), steps);
+}
+
 void UpdateWorker::update_unit(int u, int64_t step, float lr, float clip) {
   HostUnit& h = *units_[size_t(u)];
   AdamWParams hp = hp_;

@@ -35,6 +35,8 @@ class UpdateWorker {
   // Blocks until every gradient of the open step has been reduced; returns the global norm.
   double wait_grad_norm();
   void wait_all();
+  // After a resume: every unit carries `steps` updates (waits for pending work first).
+  void reset_steps(int64_t steps);
 
  private:
   void loop();

@@ -128,5 +128,78 @@ TEST(Engine, RefusesBadBatches) {
   EXPECT_EQ(e.steps_done(), 1);
 }
 
+// A run stopped after k steps, its state copied out and loaded into a fresh engine, continues with
+// the same losses and weights as the uninterrupted run (the resume the trainer builds on).
+TEST(Engine, StateRoundTripContinuesBitIdentically) {
+  fs::path dir = tiny_model("resume", "llama", false);
+  for (float clip : {0.0f, 1.0f}) {
+    TrainRun whole = train(dir, 2, clip, 5);
+    auto be = make_cpu_backend();
+    ModelSpec spec = load_model_spec(dir);
+    EngineOptions opt;
+    opt.window = 2;
+    opt.max_tokens = 64;
+    opt.max_sequences = 4;
+    opt.adamw = AdamWParams{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    opt.max_grad_norm = clip;
+    std::vector<std::vector<float>> saved;  // master, m, v of every tensor
+    std::vector<double> losses;
+    {
+      Engine e(*be, spec, opt);
+      load_model_weights(e, dir);
+      for (int s = 0; s < 3; ++s)
+        losses.push_back(
+            e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
+      e.visit_state([&](const TensorState& t) {
+        const int64_t n = t.numel;
+        saved.emplace_back(t.master, t.master + n);
+        saved.emplace_back(t.m, t.m + n);
+        saved.emplace_back(t.v, t.v + n);
+      });
+    }
+    Engine e(*be, spec, opt);
+    size_t k = 0;
+    e.visit_state([&](const TensorState& t) {
+      std::copy(saved[k].begin(), saved[k].end(), t.master);
+      std::copy(saved[k + 1].begin(), saved[k + 1].end(), t.m);
+      std::copy(saved[k + 2].begin(), saved[k + 2].end(), t.v);
+      k += 3;
+    });
+    e.set_steps_done(3);
+    for (int s = 3; s < 5; ++s)
+      losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
+    EXPECT_EQ(losses, whole.losses) << "clip " << clip;
+    std::vector<std::vector<float>> w;
+    e.visit_weights([&](const TensorDesc&, const float* p) { w.emplace_back(p, p + 8); });
+    EXPECT_EQ(w, whole.weights) << "clip " << clip;
+  }
+}
+
+// evaluate() is the step's forward: the same loss, and it changes nothing the next step sees.
+TEST(Engine, EvaluateEqualsTheStepLossAndTouchesNoState) {
+  fs::path dir = tiny_model("eval", "qwen3", true);
+  TrainRun ref = train(dir, 2, 1.0f, 4);
+  auto be = make_cpu_backend();
+  ModelSpec spec = load_model_spec(dir);
+  EngineOptions opt;
+  opt.window = 2;
+  opt.max_tokens = 64;
+  opt.max_sequences = 4;
+  opt.adamw = AdamWParams{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  opt.max_grad_norm = 1.0f;
+  Engine e(*be, spec, opt);
+  load_model_weights(e, dir);
+  std::vector<double> losses;
+  for (int s = 0; s < 4; ++s) {
+    Batch b = random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7});
+    EvalResult ev = e.evaluate(b);
+    EXPECT_EQ(ev.valid_targets, b.valid_targets());
+    const double loss = e.step(b, 1e-2f).loss;
+    EXPECT_NEAR(ev.loss_sum / double(ev.valid_targets), loss, 1e-6 * loss) << "step " << s;
+    losses.push_back(loss);
+  }
+  EXPECT_EQ(losses, ref.losses);
+}
+
 }  // namespace
 }  // namespace sf
