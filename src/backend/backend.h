@@ -31,6 +31,12 @@ class Event {
 
 enum class MemoryKind { kDevice, kPinnedHost };
 
+// Device memory in use on the backend's device by every process (total - free), and its total;
+// zeros where there is no device (the CPU reference).
+struct DeviceMemoryInfo {
+  uint64_t used = 0, total = 0;
+};
+
 // Owned memory taken from the backend once, at start; engines sub-allocate from it.
 class Buffer {
  public:
@@ -68,6 +74,7 @@ class Backend {
 
   virtual std::string name() const = 0;
   virtual DType compute_dtype() const = 0;
+  virtual DeviceMemoryInfo device_memory() { return {}; }
 
   // ---- memory, streams, events, copies ----
   virtual Buffer alloc(MemoryKind kind, size_t bytes, const char* what) = 0;

@@ -12,52 +12,30 @@
 namespace sf {
 
 struct Engine::Slot {
-  void* params = nullptr;
-  float* grads = nullptr;
-  void* stage = nullptr;  // compute-dtype copy of the grads for the D2H copy (null for F32)
+  DeviceParts::Slot mem;
   int layer = -1;
   int64_t version = -1;  // how many optimizer updates the weights it holds carry
-  std::unique_ptr<Event> loaded, released, grads_ready;
+  // loaded: the weights are on the device; params_free: compute is done reading them (a load may
+  // overwrite them); grads_ready: the gradient's D2H source is complete; stage_free: the D2H has
+  // read it (the source may be written again).
+  std::unique_ptr<Event> loaded, params_free, grads_ready, stage_free;
   LayerParams p, g;
 };
 
 namespace {
 
-// Bump allocator over one Buffer: every device/pinned byte of the engine is taken at start.
-class Bump {
- public:
-  explicit Bump(void* base) : base_(static_cast<char*>(base)) {}
-  void* take(size_t bytes) {
-    void* p = base_ ? base_ + used_ : nullptr;
-    used_ += (bytes + 255) / 256 * 256;
-    return p;
-  }
-  size_t used() const { return used_; }
-
- private:
-  char* base_;
-  size_t used_ = 0;
-};
-
 // Refuses, before anything is allocated, a run whose host memory (all of it taken at start)
 // exceeds what the machine can give: the alternative is the OOM killer midway through the
 // allocation, with no message.
-void check_host_memory(size_t state, int64_t params, size_t ckpt, int layers, int64_t tokens,
-                       int64_t hidden, size_t dsz, size_t staging) {
+void check_host_memory(const EnginePlan& plan) {
   const std::optional<HostMemory> avail = host_memory_available();
-  const size_t need = state + ckpt + staging;
+  const size_t need = plan.host.total();
   if (!avail || need <= avail->bytes) return;
-  SF_FAIL(
-      "not enough host memory for this run: it needs ", gib(need),
-      " before the first step — master weights, Adam m and v, gradients and their compute-dtype "
-      "copies: ",
-      gib(state), " (", params, " parameters × ",
-      std::round(10.0 * double(state) / double(std::max<int64_t>(params, 1))) / 10.0,
-      " B), activation checkpoints: ", gib(ckpt), " (", layers, " layers × ", tokens, " tokens × ",
-      hidden, " × ", dsz, " B) — and this machine has ", gib(avail->bytes), " available (",
-      avail->source,
-      "). Train a smaller model or on a machine with more memory; if the checkpoints are what "
-      "does not fit, lower the tokens per step (--batch-size, --cutoff-len)");
+  SF_FAIL("not enough host memory for this run: it needs ", gib(need),
+          " before the first step (", plan.describe(), ") and this machine has ",
+          gib(avail->bytes), " available (", avail->source,
+          "). Train a smaller model or on a machine with more memory; if the checkpoints are "
+          "what does not fit, lower the tokens per step (--batch-size, --cutoff-len)");
 }
 
 }  // namespace
@@ -65,80 +43,76 @@ void check_host_memory(size_t state, int64_t params, size_t ckpt, int layers, in
 Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     : be_(backend), spec_(std::move(spec)), opt_(options), dt_(backend.compute_dtype()) {
   const int L = int(spec_.layers);
-  SF_CHECK(opt_.window >= 1, "window must be at least 1 layer (got ", opt_.window, ")");
   SF_CHECK(opt_.max_tokens > 0 && opt_.max_sequences > 0,
            "engine: max_tokens and max_sequences must be positive");
-  opt_.window = std::min(opt_.window, std::max(L, 1));
+  PlanRequest req;
+  req.spec = spec_;
+  req.dtype = dt_;
+  req.window = opt_.window;
+  req.max_tokens = opt_.max_tokens;
+  req.max_sequences = opt_.max_sequences;
+  req.max_sample_tokens = opt_.max_sample_tokens;
+  req.micro_tokens = opt_.micro_tokens;
+  req.gpu_budget = opt_.gpu_budget;
+  req.device_outside = be_.device_memory().used;  // the context and the backend's scratch
+  req.clipping = opt_.max_grad_norm > 0;
+  req.grad_piece = opt_.grad_piece;
+  plan_ = make_plan(req);
+  opt_.window = plan_.window;
   const size_t dsz = dtype_size(dt_);
   const int64_t T = opt_.max_tokens, C = spec_.hidden;
 
-  // ---- pinned host: master/m/v/grad per unit, batch staging, checkpoints ----
+  // ---- pinned host: master/m/v and gradients per unit, batch staging, checkpoints ----
   host_.push_back(std::make_unique<HostUnit>());
   host_[0]->layout = outer_layout(spec_);
   for (int i = 0; i < L; ++i) {
     host_.push_back(std::make_unique<HostUnit>());
     host_.back()->layout = layer_layout(spec_, i);
   }
-  size_t state_bytes = 0;
-  int64_t params = 0;
-  for (auto& h : host_) {
-    state_bytes += HostUnit::bytes_needed(h->layout.numel, dt_);
-    params += h->layout.numel;
-  }
-  const size_t batch_ints = size_t(3 * T + opt_.max_sequences + 1) * 4;  // ids, labels, pos, cu
-  const size_t batch_bytes = batch_ints + 256;                           // + the loss
-  const size_t ckpt_bytes = size_t(L) * size_t(T * C) * dsz;
-  check_host_memory(state_bytes, params, ckpt_bytes, L, T, C, dsz, batch_bytes);
-  host_state_ = be_.alloc(MemoryKind::kPinnedHost, state_bytes, "master weights and Adam state");
+  check_host_memory(plan_);
+  host_state_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.state, "master weights and Adam state");
+  host_grads_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.grads, "gradients");
   {
-    Bump b(host_state_.data());
-    for (auto& h : host_) h->carve(b.take(HostUnit::bytes_needed(h->layout.numel, dt_)), dt_);
+    char* st = static_cast<char*>(host_state_.data());
+    char* gr = plan_.grad_ring_slots ? nullptr : static_cast<char*>(host_grads_.data());
+    for (auto& h : host_) {
+      h->carve(st, gr);
+      st += HostUnit::state_bytes(h->layout.numel);
+      if (gr) gr += HostUnit::grad_bytes(h->layout.numel, dt_);
+    }
+    if (plan_.grad_ring_slots)
+      ring_ = std::make_unique<GradRing>(host_grads_.data(), plan_.grad_ring_slots,
+                                         HostUnit::grad_bytes(plan_.grad_piece, dt_));
   }
-  host_batch_ = be_.alloc(MemoryKind::kPinnedHost, batch_bytes, "batch staging");
-  host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) + batch_ints);
-  host_ckpt_ = be_.alloc(MemoryKind::kPinnedHost, ckpt_bytes, "activation checkpoints");
+  host_batch_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.staging, "batch staging");
+  host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
+                                        batch_ints(T, opt_.max_sequences) * 4);
+  host_ckpt_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.checkpoints, "activation checkpoints");
   for (int i = 0; i < L; ++i)
     ckpt_.push_back(static_cast<char*>(host_ckpt_.data()) + size_t(i) * size_t(T * C) * dsz);
 
-  // ---- device: outer unit, W slots, batch, activations, workspaces ----
-  const int64_t outer_n = host_[0]->layout.numel;
-  const int64_t layer_n = L > 0 ? host_[1]->layout.numel : 0;
+  // ---- device: one buffer, carved as the plan measured it ----
+  const PlanDims dims{plan_.window, T, opt_.max_sequences, plan_.micro_tokens, plan_.upload_tile};
+  dev_ = be_.alloc(MemoryKind::kDevice, plan_.device.engine(), "device cache units and workspace");
+  parts_ = carve_device(spec_, dt_, dims, dev_.data(), nullptr);
+  for (int k = 0; k < opt_.window; ++k) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->mem = parts_.slots[size_t(k)];
+  }
   inv_freq_ = rope_inv_freq(spec_);
-  auto carve_device = [&](Bump& b) {
-    outer_params_ = b.take(size_t(outer_n) * dsz);
-    outer_grads_ = static_cast<float*>(b.take(size_t(outer_n) * 4));
-    outer_grad_stage_ = dt_ != DType::kF32 ? b.take(size_t(outer_n) * dsz) : nullptr;
-    for (auto& s : slots_) {
-      s->params = b.take(size_t(layer_n) * dsz);
-      s->grads = static_cast<float*>(b.take(size_t(layer_n) * 4));
-      s->stage = dt_ != DType::kF32 ? b.take(size_t(layer_n) * dsz) : nullptr;
-    }
-    dev_batch_ = b.take(batch_ints);
-    in_.inv_freq = Tensor(b.take(inv_freq_.size() * 4), DType::kF32, {int64_t(inv_freq_.size())});
-    for (int k = 0; k < 2; ++k) {
-      act_[k] = Tensor(b.take(size_t(T * C) * dsz), dt_, {T, C});
-      restore_[k] = Tensor(b.take(size_t(T * C) * dsz), dt_, {T, C});
-    }
-    grad_ = Tensor(b.take(size_t(T * C) * dsz), dt_, {T, C});
-    loss_sum_ = Tensor(b.take(4), DType::kF32, {1});
-    pad_row_ = static_cast<float*>(b.take(size_t(C) * 4));
-    ws_base_ = b.take(LayerWorkspace::bytes_needed(spec_, T, dt_));
-    head_ws_base_ = b.take(HeadWorkspace::bytes_needed(spec_, T, dt_));
-  };
-  for (int k = 0; k < opt_.window; ++k) slots_.push_back(std::make_unique<Slot>());
-  Bump measure(nullptr);
-  carve_device(measure);
-  dev_ = be_.alloc(MemoryKind::kDevice, measure.used(), "device cache units and workspace");
-  Bump real(dev_.data());
-  carve_device(real);
+  in_.inv_freq = Tensor(parts_.inv_freq, DType::kF32, {int64_t(inv_freq_.size())});
+  loss_sum_ = Tensor(parts_.loss, DType::kF32, {1});
 
   for (auto& s : slots_) {
     s->loaded = be_.create_event();
-    s->released = be_.create_event();
+    s->params_free = be_.create_event();
     s->grads_ready = be_.create_event();
+    s->stage_free = be_.create_event();
   }
   outer_loaded_ = be_.create_event();
-  outer_released_ = be_.create_event();
+  outer_params_free_ = be_.create_event();
+  outer_grads_ready_ = be_.create_event();
+  outer_stage_free_ = be_.create_event();
   for (int k = 0; k < 2; ++k) {
     act_saved_[k] = be_.create_event();
     act_ready_[k] = be_.create_event();
@@ -147,7 +121,10 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   }
   compute_ = be_.create_stream("compute");
   h2d_ = be_.create_stream("h2d");
-  d2h_ = be_.create_stream("d2h");
+  d2h_ = be_.create_stream("d2h");  // activation checkpoints
+  // Gradients have a stream of their own: when the ring is full it waits for the optimizer, and
+  // the next step's checkpoint offloads must not queue behind it.
+  grad_d2h_ = be_.create_stream("grad d2h");
   be_.copy(in_.inv_freq.data, inv_freq_.data(), inv_freq_.size() * 4, *h2d_);
   be_.synchronize(*h2d_);
 
@@ -159,7 +136,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
 Engine::~Engine() {
   // Drain the streams before their buffers go away; errors were reported where they happened.
   try {
-    for (Stream* s : {compute_.get(), h2d_.get(), d2h_.get()})
+    for (Stream* s : {compute_.get(), h2d_.get(), d2h_.get(), grad_d2h_.get()})
       if (s) be_.synchronize(*s);
   } catch (...) {
   }
@@ -172,10 +149,6 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
     for (const auto& e : h->layout.entries) fill(e.desc, h->master + e.offset);
     std::memset(h->m, 0, size_t(h->layout.numel) * 4);
     std::memset(h->v, 0, size_t(h->layout.numel) * 4);
-    if (h->shadow) {  // the compute-dtype copy the first upload reads (BF16 is the only one)
-      auto* dst = static_cast<uint16_t*>(h->shadow);
-      for (int64_t i = 0; i < h->layout.numel; ++i) dst[i] = f32_to_bf16(h->master[i]);
-    }
   }
   outer_version_ = -1;
   for (auto& s : slots_) s->layer = -1;
@@ -183,14 +156,9 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
 
 void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
   worker_->wait_all();
-  for (auto& h : host_) {
+  for (auto& h : host_)
     for (const auto& e : h->layout.entries)
       fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset});
-    if (h->shadow) {  // the weights may have been overwritten: refresh what uploads read
-      auto* dst = static_cast<uint16_t*>(h->shadow);
-      for (int64_t i = 0; i < h->layout.numel; ++i) dst[i] = f32_to_bf16(h->master[i]);
-    }
-  }
   outer_version_ = -1;
   for (auto& s : slots_) s->layer = -1;
 }
@@ -223,6 +191,8 @@ std::vector<float> Engine::gradient(const std::string& name) {
   worker_->wait_grad_norm();
   const UnitLayout::Entry* e = nullptr;
   int u = find_tensor(name, &e);
+  SF_CHECK(host_[size_t(u)]->grad, "gradient('", name, "'): without clipping gradients pass ",
+           "through a ring and are not kept");
   std::vector<float> out(size_t(e->numel));
   const char* g =
       static_cast<const char*>(host_[size_t(u)]->grad) + size_t(e->offset) * dtype_size(dt_);
@@ -252,37 +222,81 @@ void Engine::check_batch(const Batch& b) const {
 }
 
 void Engine::upload_batch(const Batch& b) {
-  const int64_t T = b.tokens();
+  const int64_t T = b.tokens(), C = spec_.hidden;
   const int64_t nseq = int64_t(b.cu_seqlens.size()) - 1;
+  std::vector<MicroBatch> mbs = split_micro_batches(b, plan_.micro_tokens);
   // The previous step's reads of the staging buffer are complete: step() synchronised compute.
+  // Layout (I32): ids, targets, positions [T each], cu_seqlens [nseq+1], then each micro-batch's
+  // own cu_seqlens.
   auto* h = static_cast<int32_t*>(host_batch_.data());
   std::memcpy(h, b.ids.data(), size_t(T) * 4);
   std::memcpy(h + T, b.targets.data(), size_t(T) * 4);
   std::memcpy(h + 2 * T, b.positions.data(), size_t(T) * 4);
   std::memcpy(h + 3 * T, b.cu_seqlens.data(), size_t(nseq + 1) * 4);
-  be_.copy(dev_batch_, h, size_t(3 * T + nseq + 1) * 4, *compute_);
-  auto* d = static_cast<int32_t*>(dev_batch_);
+  int64_t used = 3 * T + nseq + 1;
+  std::vector<int64_t> cu_at;
+  for (const MicroBatch& m : mbs) {
+    cu_at.push_back(used);
+    std::memcpy(h + used, m.cu_seqlens.data(), m.cu_seqlens.size() * 4);
+    used += int64_t(m.cu_seqlens.size());
+  }
+  be_.copy(parts_.batch, h, size_t(used) * 4, *compute_);
+  auto* d = static_cast<int32_t*>(parts_.batch);
   in_.tokens = T;
   in_.ids = Tensor(d, DType::kI32, {T});
   in_.targets = Tensor(d + T, DType::kI32, {T});
   in_.positions = Tensor(d + 2 * T, DType::kI32, {T});
   in_.cu_seqlens = Tensor(d + 3 * T, DType::kI32, {nseq + 1});
-  be_.set_host_cu_seqlens(in_.cu_seqlens, b.cu_seqlens);  // no read-back in attention calls
-  for (int k = 0; k < 2; ++k) {
-    act_[k] = Tensor(act_[k].data, dt_, {T, spec_.hidden});
-    restore_[k] = Tensor(restore_[k].data, dt_, {T, spec_.hidden});
+  micro_.clear();
+  for (size_t k = 0; k < mbs.size(); ++k) {
+    Micro m;
+    const int64_t t0 = mbs[k].token_begin, n = mbs[k].tokens;
+    m.in.tokens = n;
+    m.in.ids = Tensor(d + t0, DType::kI32, {n});
+    m.in.targets = Tensor(d + T + t0, DType::kI32, {n});
+    m.in.positions = Tensor(d + 2 * T + t0, DType::kI32, {n});
+    m.in.cu_seqlens = Tensor(d + cu_at[k], DType::kI32, {mbs[k].samples + 1});
+    m.in.inv_freq = in_.inv_freq;
+    m.ws = LayerWorkspace::carve(spec_, n, dt_, parts_.workspace);
+    m.head_ws = HeadWorkspace::carve(spec_, n, dt_, parts_.head_workspace);
+    m.mb = std::move(mbs[k]);
+    micro_.push_back(std::move(m));
   }
-  grad_ = Tensor(grad_.data, dt_, {T, spec_.hidden});
-  ws_ = LayerWorkspace::carve(spec_, T, dt_, ws_base_);
-  head_ws_ = HeadWorkspace::carve(spec_, T, dt_, head_ws_base_);
+  for (int k = 0; k < 2; ++k) {
+    act_[k] = Tensor(parts_.act[k], dt_, {T, C});
+    restore_[k] = Tensor(parts_.restore[k], dt_, {T, C});
+  }
+  grad_ = Tensor(parts_.grad, dt_, {T, C});
+}
+
+Tensor Engine::rows(Tensor t, const Micro& m) const {
+  const int64_t C = t.cols();
+  return Tensor(static_cast<char*>(t.data) + size_t(m.mb.token_begin * C) * dtype_size(t.dtype),
+                t.dtype, {m.mb.tokens, C});
+}
+
+void Engine::select(const Micro& m) {
+  be_.set_host_cu_seqlens(m.in.cu_seqlens, m.mb.cu_seqlens);  // no read-back in attention calls
+}
+
+// fp32 master weights go to the device tile by tile and are cast there into the compute dtype,
+// all on the H2D stream (stream order keeps the tile from being overwritten before its cast).
+void Engine::upload_unit(const HostUnit& h, void* device_params) {
+  const int64_t n = h.layout.numel, tile = plan_.upload_tile;
+  const size_t dsz = dtype_size(dt_);
+  for (int64_t off = 0; off < n; off += tile) {
+    const int64_t k = std::min(tile, n - off);
+    be_.copy(parts_.upload, h.master + off, size_t(k) * 4, *h2d_);
+    be_.convert(Tensor(static_cast<char*>(device_params) + size_t(off) * dsz, dt_, {k}),
+                Tensor(parts_.upload, DType::kF32, {k}), *h2d_);
+  }
 }
 
 void Engine::ensure_outer_loaded() {
   if (outer_version_ == want_version_) return;
   worker_->wait_updated(0, want_version_);
-  be_.wait(*h2d_, *outer_released_);
-  be_.copy(outer_params_, host_[0]->upload_source(),
-           size_t(host_[0]->layout.numel) * dtype_size(dt_), *h2d_);
+  be_.wait(*h2d_, *outer_params_free_);
+  upload_unit(*host_[0], parts_.outer_params);
   be_.record(*outer_loaded_, *h2d_);
   be_.wait(*compute_, *outer_loaded_);
   outer_version_ = want_version_;
@@ -295,13 +309,45 @@ void Engine::load_layer(int layer) {
   if (s.layer == layer && s.version == want_version_) return;  // still cached: reuse
   HostUnit& h = *host_[size_t(1 + layer)];
   worker_->wait_updated(1 + layer, want_version_);
-  be_.wait(*h2d_, *s.released);
-  be_.copy(s.params, h.upload_source(), size_t(h.layout.numel) * dtype_size(dt_), *h2d_);
+  be_.wait(*h2d_, *s.params_free);
+  upload_unit(h, s.mem.params);
   be_.record(*s.loaded, *h2d_);
   s.layer = layer;
   s.version = want_version_;
-  s.p = LayerParams::view(h.layout, s.params, dt_);
-  s.g = LayerParams::view(h.layout, s.grads, DType::kF32);
+  s.p = LayerParams::view(h.layout, s.mem.params, dt_);
+  s.g = LayerParams::view(h.layout, s.mem.grads, DType::kF32);
+}
+
+void Engine::send_gradient(int unit, const void* src, Event& ready, Event& source_free) {
+  const HostUnit& h = *host_[size_t(unit)];
+  const int64_t n = h.layout.numel;
+  const size_t dsz = dtype_size(dt_);
+  UpdateWorker* w = worker_.get();
+  be_.wait(*grad_d2h_, ready);
+  if (!ring_) {  // clipping: the unit's own host gradient, kept until the norm is known
+    be_.copy(h.grad, src, size_t(n) * dsz, *grad_d2h_);
+    be_.record(source_free, *grad_d2h_);
+    be_.host_callback(*grad_d2h_, [w, unit] { w->grad_ready(unit); });
+    return;
+  }
+  // Piece by piece through the ring: the D2H of a piece overlaps the update of the last ones.
+  GradRing* ring = ring_.get();
+  for (int64_t off = 0; off < n; off += plan_.grad_piece) {
+    const int64_t k = std::min(plan_.grad_piece, n - off);
+    const int r = ring->next();
+    void* dst = ring->slot(r);
+    be_.host_callback(*grad_d2h_, [ring, r] { ring->acquire(r); });
+    be_.copy(dst, static_cast<const char*>(src) + size_t(off) * dsz, size_t(k) * dsz, *grad_d2h_);
+    be_.host_callback(*grad_d2h_, [w, ring, unit, off, k, dst, r] {
+      w->piece_ready(unit, off, k, dst, [ring, r] { ring->release(r); });
+    });
+  }
+  be_.record(source_free, *grad_d2h_);
+}
+
+void Engine::embed_forward(const OuterParams& op) {
+  for (const Micro& m : micro_)
+    be_.embedding_forward(rows(act_[0], m), m.in.ids, op.embed, *compute_);
 }
 
 void Engine::forward_layers(bool save_checkpoints) {
@@ -320,8 +366,11 @@ void Engine::forward_layers(bool save_checkpoints) {
       // y overwrites x_{i-1}: its offload must be done.
       if (i >= 1) be_.wait(*compute_, *act_saved_[(i + 1) % 2]);
     }
-    layer_forward(be_, spec_, s.p, in_, ws_, x, y, *compute_);
-    be_.record(*s.released, *compute_);
+    for (Micro& m : micro_) {
+      select(m);
+      layer_forward(be_, spec_, s.p, m.in, m.ws, rows(x, m), rows(y, m), *compute_);
+    }
+    be_.record(*s.params_free, *compute_);
   }
 }
 
@@ -335,20 +384,23 @@ StepResult Engine::step(const Batch& batch, float lr) {
   want_version_ = step_ - 1;
   worker_->begin_step(step_, lr);
   upload_batch(batch);
-  OuterParams op = OuterParams::view(spec_, host_[0]->layout, outer_params_, dt_);
-  OuterParams og = OuterParams::view(spec_, host_[0]->layout, outer_grads_, DType::kF32);
+  OuterParams op = OuterParams::view(spec_, host_[0]->layout, parts_.outer_params, dt_);
+  OuterParams og = OuterParams::view(spec_, host_[0]->layout, parts_.outer_grads, DType::kF32);
+  const float grad_scale = 1.0f / float(r.valid_targets);  // one count for the whole step
 
   // ---- forward ----
   ensure_outer_loaded();
-  be_.wait(*compute_, *outer_released_);  // the last step's outer gradients have been copied out
-  be_.fill_zero(Tensor(outer_grads_, DType::kF32, {host_[0]->layout.numel}), *compute_);
+  // Without a compute-dtype stage the D2H reads the fp32 gradients themselves: it must be done.
+  if (!parts_.outer_stage) be_.wait(*compute_, *outer_stage_free_);
+  be_.fill_zero(Tensor(parts_.outer_grads, DType::kF32, {host_[0]->layout.numel}), *compute_);
   be_.fill_zero(loss_sum_, *compute_);
-  be_.embedding_forward(act_[0], in_.ids, op.embed, *compute_);
+  embed_forward(op);
   forward_layers(/*save_checkpoints=*/true);
 
-  // ---- head ----
-  head_forward_backward(be_, spec_, op, og, in_, head_ws_, act_[L % 2], grad_, loss_sum_,
-                        1.0f / float(r.valid_targets), *compute_);
+  // ---- head, micro-batch by micro-batch: the loss and ∂L/∂x_L ----
+  for (Micro& m : micro_)
+    head_forward_backward(be_, spec_, op, og, m.in, m.head_ws, rows(act_[L % 2], m),
+                          rows(grad_, m), loss_sum_, grad_scale, *compute_);
   be_.copy(host_loss_, loss_sum_.data, 4, *compute_);
 
   // ---- backward ----
@@ -371,47 +423,48 @@ StepResult Engine::step(const Batch& batch, float lr) {
       be_.wait(*compute_, *restored_[j % 2]);
       x = restore_[j % 2];
     }
-    be_.wait(*compute_, *s.released);  // the slot's previous gradients have been copied out
-    be_.fill_zero(Tensor(s.grads, DType::kF32, {host_[size_t(1 + j)]->layout.numel}), *compute_);
-    layer_forward(be_, spec_, s.p, in_, ws_, x, Tensor(), *compute_);
-    layer_backward(be_, spec_, s.p, s.g, in_, ws_, x, grad_, *compute_);
+    const int64_t n = host_[size_t(1 + j)]->layout.numel;
+    if (!s.mem.stage) be_.wait(*compute_, *s.stage_free);  // the D2H reads the fp32 grads
+    be_.fill_zero(Tensor(s.mem.grads, DType::kF32, {n}), *compute_);
+    for (Micro& m : micro_) {  // recompute, then differentiate; weight gradients accumulate
+      select(m);
+      layer_forward(be_, spec_, s.p, m.in, m.ws, rows(x, m), Tensor(), *compute_);
+      layer_backward(be_, spec_, s.p, s.g, m.in, m.ws, rows(x, m), rows(grad_, m), *compute_);
+    }
+    be_.record(*s.params_free, *compute_);
     if (j < L - 1) be_.record(*restore_free_[j % 2], *compute_);
     if (j >= 1) restore(j - 1);
-    const int64_t n = host_[size_t(1 + j)]->layout.numel;
-    const void* src = s.grads;
-    if (s.stage) {
-      be_.convert(Tensor(s.stage, dt_, {n}), Tensor(s.grads, DType::kF32, {n}), *compute_);
-      src = s.stage;
+    const void* src = s.mem.grads;
+    if (s.mem.stage) {
+      be_.wait(*compute_, *s.stage_free);  // the last D2H from the stage is done
+      be_.convert(Tensor(s.mem.stage, dt_, {n}), Tensor(s.mem.grads, DType::kF32, {n}),
+                  *compute_);
+      src = s.mem.stage;
     }
     be_.record(*s.grads_ready, *compute_);
-    be_.wait(*d2h_, *s.grads_ready);
-    be_.copy(host_[size_t(1 + j)]->grad, src, size_t(n) * dtype_size(dt_), *d2h_);
-    be_.record(*s.released, *d2h_);
-    UpdateWorker* w = worker_.get();
-    be_.host_callback(*d2h_, [w, j] { w->grad_ready(1 + j); });
+    send_gradient(1 + j, src, *s.grads_ready, *s.stage_free);
   }
   // transformers' nn.Embedding(padding_idx=pad_token_id) gives the pad row no gradient from the
   // lookup; with tied weights the head's share of that row stays: save the row, restore it.
   const int64_t pad = spec_.pad_token_id;
   float* pad_grad = pad >= 0 ? og.embed.f32() + pad * spec_.hidden : nullptr;
   const size_t row_bytes = size_t(spec_.hidden) * 4;
-  if (pad_grad) be_.copy(pad_row_, pad_grad, row_bytes, *compute_);
-  be_.embedding_backward(og.embed, in_.ids, grad_, *compute_);
-  if (pad_grad) be_.copy(pad_grad, pad_row_, row_bytes, *compute_);
+  if (pad_grad) be_.copy(parts_.pad_row, pad_grad, row_bytes, *compute_);
+  for (const Micro& m : micro_)
+    be_.embedding_backward(og.embed, m.in.ids, rows(grad_, m), *compute_);
+  if (pad_grad) be_.copy(pad_grad, parts_.pad_row, row_bytes, *compute_);
   {
     const int64_t n = host_[0]->layout.numel;
-    const void* src = outer_grads_;
-    if (outer_grad_stage_) {
-      be_.convert(Tensor(outer_grad_stage_, dt_, {n}), Tensor(outer_grads_, DType::kF32, {n}),
-                  *compute_);
-      src = outer_grad_stage_;
+    be_.record(*outer_params_free_, *compute_);
+    const void* src = parts_.outer_grads;
+    if (parts_.outer_stage) {
+      be_.wait(*compute_, *outer_stage_free_);
+      be_.convert(Tensor(parts_.outer_stage, dt_, {n}),
+                  Tensor(parts_.outer_grads, DType::kF32, {n}), *compute_);
+      src = parts_.outer_stage;
     }
-    be_.record(*outer_released_, *compute_);
-    be_.wait(*d2h_, *outer_released_);
-    be_.copy(host_[0]->grad, src, size_t(n) * dtype_size(dt_), *d2h_);
-    be_.record(*outer_released_, *d2h_);
-    UpdateWorker* w = worker_.get();
-    be_.host_callback(*d2h_, [w] { w->grad_ready(0); });
+    be_.record(*outer_grads_ready_, *compute_);
+    send_gradient(0, src, *outer_grads_ready_, *outer_stage_free_);
   }
   be_.synchronize(*compute_);
   r.loss = double(*host_loss_) / double(r.valid_targets);
@@ -429,17 +482,18 @@ EvalResult Engine::evaluate(const Batch& batch) {
   if (r.valid_targets == 0) return r;
   want_version_ = step_;
   upload_batch(batch);
-  OuterParams op = OuterParams::view(spec_, host_[0]->layout, outer_params_, dt_);
-  OuterParams og = OuterParams::view(spec_, host_[0]->layout, outer_grads_, DType::kF32);
+  OuterParams op = OuterParams::view(spec_, host_[0]->layout, parts_.outer_params, dt_);
+  OuterParams og = OuterParams::view(spec_, host_[0]->layout, parts_.outer_grads, DType::kF32);
   ensure_outer_loaded();
-  be_.embedding_forward(act_[0], in_.ids, op.embed, *compute_);
+  embed_forward(op);
   forward_layers(/*save_checkpoints=*/false);
-  // The fused head also forms gradients: they go to the outer unit's gradient scratch, which the
-  // next step clears before use (once the last step's copy of it to the host is done).
-  be_.wait(*compute_, *outer_released_);
+  // The fused head also forms gradients: they go to the outer unit's fp32 gradient scratch, which
+  // the next step clears before use; without a stage the last D2H reads it: wait for that.
+  if (!parts_.outer_stage) be_.wait(*compute_, *outer_stage_free_);
   be_.fill_zero(loss_sum_, *compute_);
-  head_forward_backward(be_, spec_, op, og, in_, head_ws_, act_[spec_.layers % 2], grad_,
-                        loss_sum_, 1.0f, *compute_);
+  for (Micro& m : micro_)
+    head_forward_backward(be_, spec_, op, og, m.in, m.head_ws, rows(act_[spec_.layers % 2], m),
+                          rows(grad_, m), loss_sum_, 1.0f, *compute_);
   be_.copy(host_loss_, loss_sum_.data, 4, *compute_);
   be_.synchronize(*compute_);
   r.loss_sum = double(*host_loss_);
@@ -453,12 +507,14 @@ std::vector<float> Engine::logits(const Batch& batch) {
   upload_batch(batch);
   const int64_t T = batch.tokens(), V = spec_.vocab;
   Buffer out = be_.alloc(MemoryKind::kDevice, size_t(T * V) * dtype_size(dt_), "logits");
-  OuterParams op = OuterParams::view(spec_, host_[0]->layout, outer_params_, dt_);
+  OuterParams op = OuterParams::view(spec_, host_[0]->layout, parts_.outer_params, dt_);
   ensure_outer_loaded();
-  be_.embedding_forward(act_[0], in_.ids, op.embed, *compute_);
+  embed_forward(op);
   forward_layers(/*save_checkpoints=*/false);
   Tensor logits(out.data(), dt_, {T, V});
-  head_logits(be_, spec_, op, in_, head_ws_, act_[spec_.layers % 2], logits, *compute_);
+  for (Micro& m : micro_)
+    head_logits(be_, spec_, op, m.in, m.head_ws, rows(act_[spec_.layers % 2], m), rows(logits, m),
+                *compute_);
   std::vector<float> host(size_t(T * V));
   if (dt_ == DType::kF32) {
     be_.copy(host.data(), out.data(), host.size() * 4, *compute_);

@@ -1,7 +1,9 @@
 // defines: sf::Engine — the layer-sliding training step, written once against sf::Backend.
 //
 // Only W "cache units" of decoder layers live on the device; the outer unit (embedding, final
-// norm, head) stays resident. Per step:
+// norm, head) stays resident. Every byte comes from one EnginePlan (engine/plan.h). Each layer
+// runs the step's samples in micro-batches of at most M tokens (layer-major; gradients accumulate
+// in the slot's fp32 buffers), so the workspaces are sized by M, not by the step. Per step:
 //   forward : embed → L0 … L{n-1}; layer i+W-1 is prefetched (H2D stream) while layer i computes,
 //             and each layer's input is offloaded (D2H stream) as a checkpoint;
 //   head    : final norm + fused linear/cross-entropy, giving ∂L/∂x_n;
@@ -17,7 +19,10 @@
 
 #include "backend/backend.h"
 #include "engine/batch.h"
+#include "engine/grad_ring.h"
 #include "engine/host_unit.h"
+#include "engine/micro_batch.h"
+#include "engine/plan.h"
 #include "engine/update_worker.h"
 #include "model/layer.h"
 #include "model/spec.h"
@@ -28,8 +33,12 @@ struct EngineOptions {
   int window = 2;              // W: decoder layers resident on the device at once
   int64_t max_tokens = 0;      // T of the largest step
   int64_t max_sequences = 0;   // packed samples per step, at most
+  int64_t max_sample_tokens = 0;  // the longest sample; 0: max_tokens
+  int64_t micro_tokens = 0;    // M; 0: the largest that fits gpu_budget (the whole step if none)
+  uint64_t gpu_budget = 0;     // bytes of device memory for everything; 0: no limit
   AdamWParams adamw;
   float max_grad_norm = 0;     // 0: no clipping
+  int64_t grad_piece = 0;      // elements per gradient D2H piece; 0: the plan's default (tests)
 };
 
 struct StepResult {
@@ -61,6 +70,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const ModelSpec& spec() const { return spec_; }
+  const EnginePlan& plan() const { return plan_; }
   int units() const { return int(host_.size()); }  // 0 = outer unit, 1 + i = layer i
   const UnitLayout& layout(int unit) const { return host_[size_t(unit)]->layout; }
 
@@ -73,7 +83,8 @@ class Engine {
   // the optimizer steps the state carries (Adam's bias correction counts from it).
   void visit_state(const std::function<void(const TensorState&)>& fn);
   void set_steps_done(int64_t steps);
-  // The gradient of the last step (before clipping), as F32, for tests and reports.
+  // The gradient of the last step (before clipping), as F32, for tests and reports. Only with
+  // clipping, where the host holds every gradient (without, they pass through a ring).
   std::vector<float> gradient(const std::string& tensor_name);
 
   StepResult step(const Batch& batch, float lr);
@@ -85,44 +96,52 @@ class Engine {
 
  private:
   struct Slot;
+  struct Micro {  // one micro-batch's inputs and workspaces, views into the step's buffers
+    MicroBatch mb;
+    StepInputs in;
+    LayerWorkspace ws;
+    HeadWorkspace head_ws;
+  };
   void check_batch(const Batch& batch) const;
   void upload_batch(const Batch& batch);
+  void upload_unit(const HostUnit& h, void* device_params);
+  // Copies unit u's gradient (compute dtype, on the device) to the optimizer, on the gradient
+  // stream, after `ready`; records `source_free` once `src` has been read.
+  void send_gradient(int unit, const void* src, Event& ready, Event& source_free);
   void ensure_outer_loaded();
   void load_layer(int layer);  // into slot layer % W, unless already there for this step
   Slot& slot_of(int layer);
+  void embed_forward(const OuterParams& op);
   void forward_layers(bool save_checkpoints);
+  void select(const Micro& m);  // the attention boundaries of m, for the backend
+  Tensor rows(Tensor t, const Micro& m) const;
   int find_tensor(const std::string& name, const UnitLayout::Entry** entry);
 
   Backend& be_;
   ModelSpec spec_;
   EngineOptions opt_;
   DType dt_;
+  EnginePlan plan_;
   int64_t step_ = 0;
 
-  Buffer host_state_, host_batch_, host_ckpt_, dev_;
+  Buffer host_state_, host_grads_, host_batch_, host_ckpt_, dev_;
   std::vector<std::unique_ptr<HostUnit>> host_;
   std::unique_ptr<UpdateWorker> worker_;
-  std::unique_ptr<Stream> compute_, h2d_, d2h_;
+  std::unique_ptr<Stream> compute_, h2d_, d2h_, grad_d2h_;
+  std::unique_ptr<GradRing> ring_;  // without clipping
 
   // device side
+  DeviceParts parts_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  void* outer_params_ = nullptr;
-  float* outer_grads_ = nullptr;
-  void* outer_grad_stage_ = nullptr;
   int64_t outer_version_ = -1;
   int64_t want_version_ = 0;  // the weights the loads of the current pass must carry
-  std::unique_ptr<Event> outer_loaded_, outer_released_;
-  StepInputs in_;
-  void* dev_batch_ = nullptr;
+  std::unique_ptr<Event> outer_loaded_, outer_params_free_, outer_grads_ready_, outer_stage_free_;
+  StepInputs in_;  // the whole step
+  std::vector<Micro> micro_;
   Tensor act_[2], restore_[2], grad_, loss_sum_;
   std::unique_ptr<Event> act_ready_[2], act_saved_[2], restored_[2], restore_free_[2];
-  void* ws_base_ = nullptr;
-  void* head_ws_base_ = nullptr;
-  LayerWorkspace ws_;
-  HeadWorkspace head_ws_;
   std::vector<char*> ckpt_;  // host checkpoint of each layer's input
   float* host_loss_ = nullptr;
-  float* pad_row_ = nullptr;  // device scratch: the embedding gradient's padding row
   std::vector<float> inv_freq_;
 };
 

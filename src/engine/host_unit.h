@@ -1,6 +1,7 @@
 // defines: sf::HostUnit — one unit's persistent training state in pinned host memory: fp32 master
-// weights, Adam m and v, the gradient of the last backward (compute dtype) and, when the compute
-// dtype is not fp32, the compute-dtype copy of the weights that the next H2D copy reads.
+// weights and Adam m and v (12 B/param), and, where the plan holds them, the gradient of the last
+// backward (compute dtype). There is no compute-dtype copy of the weights: uploads read the fp32
+// master and the device casts it.
 #pragma once
 
 #include <cstdint>
@@ -15,14 +16,12 @@ struct HostUnit {
   float* master = nullptr;
   float* m = nullptr;
   float* v = nullptr;
-  void* grad = nullptr;    // compute dtype, layout.numel elements
-  void* shadow = nullptr;  // compute dtype copy of master; null when the compute dtype is F32
+  void* grad = nullptr;  // compute dtype, layout.numel elements
 
-  // What H2D copies of this unit's weights read.
-  const void* upload_source() const { return shadow ? shadow : master; }
-  static size_t bytes_needed(int64_t numel, DType compute);
-  // Points the members at consecutive ranges of `base` (which must hold bytes_needed).
-  void carve(void* base, DType compute);
+  static size_t state_bytes(int64_t numel);                // master, m, v
+  static size_t grad_bytes(int64_t numel, DType compute);  // the gradient
+  // Points master, m, v at consecutive ranges of `state` (state_bytes) and grad at `grad`.
+  void carve(void* state, void* grad);
 };
 
 }  // namespace sf

@@ -13,6 +13,7 @@ UpdateWorker::UpdateWorker(std::vector<HostUnit*> units, DType grad_dtype, AdamW
       grad_dtype_(grad_dtype),
       hp_(hp),
       max_grad_norm_(max_grad_norm),
+      received_(units_.size(), 0),
       updated_step_(units_.size(), 0),
       sumsq_(units_.size(), 0.0) {
   thread_ = std::thread([this] { loop(); });
@@ -44,12 +45,23 @@ void UpdateWorker::begin_step(int64_t step, float lr) {
   reduced_ = 0;
   norm_ready_ = false;
   std::fill(sumsq_.begin(), sumsq_.end(), 0.0);
+  std::fill(received_.begin(), received_.end(), 0);
 }
 
 void UpdateWorker::grad_ready(int unit) {
+  const HostUnit& h = *units_[size_t(unit)];
   {
     std::lock_guard<std::mutex> lk(mu_);
-    arrived_.push_back(unit);
+    arrived_.push_back(Piece{unit, 0, h.layout.numel, h.grad, nullptr});
+  }
+  cv_.notify_all();
+}
+
+void UpdateWorker::piece_ready(int unit, int64_t offset, int64_t count, const void* grad,
+                               std::function<void()> release) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    arrived_.push_back(Piece{unit, offset, count, grad, std::move(release)});
   }
   cv_.notify_all();
 }
@@ -90,70 +102,81 @@ void UpdateWorker::update_unit(int u, int64_t step, float lr, float clip) {
   HostUnit& h = *units_[size_t(u)];
   AdamWParams hp = hp_;
   hp.lr = lr;
-  adamw_step(h.master, h.m, h.v, h.grad, grad_dtype_, h.layout.numel, step, hp, clip,
-             static_cast<uint16_t*>(h.shadow));
+  adamw_step(h.master, h.m, h.v, h.grad, grad_dtype_, h.layout.numel, step, hp, clip);
 }
 
 void UpdateWorker::loop() {
-  const bool clipping = max_grad_norm_ > 0;
-  const int n = int(units_.size());
   for (;;) {
-    int u;
+    Piece p;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stop_ || !arrived_.empty(); });
       if (arrived_.empty()) return;
-      u = arrived_.front();
+      p = std::move(arrived_.front());
       arrived_.pop_front();
     }
     try {
-      const HostUnit& h = *units_[size_t(u)];
-      double ss = sum_squares(h.grad, grad_dtype_, h.layout.numel);
-      bool all_in;
-      int64_t step;
-      float lr;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        sumsq_[size_t(u)] = ss;
-        all_in = ++reduced_ == n;
-        step = step_;
-        lr = lr_;
-      }
-      if (!clipping) update_unit(u, step, lr, 1.0f);
-      if (all_in) {
-        // Summed in unit order, so the norm does not depend on the order gradients arrived in.
-        double total = 0;
-        for (double s : sumsq_) total += s;
-        double norm = std::sqrt(total);
-        float clip = clipping ? clip_factor(norm, max_grad_norm_) : 1.0f;
-        {
-          std::lock_guard<std::mutex> lk(mu_);
-          norm_ = norm;
-          norm_ready_ = true;
-        }
-        cv_.notify_all();
-        if (clipping) {
-          for (int k = 0; k < n; ++k) {
-            update_unit(k, step, lr, clip);
-            {
-              std::lock_guard<std::mutex> lk(mu_);
-              updated_step_[size_t(k)] = step;
-            }
-            cv_.notify_all();
-          }
-        }
-      }
-      if (!clipping) {
-        std::lock_guard<std::mutex> lk(mu_);
-        updated_step_[size_t(u)] = step;
-      }
-      cv_.notify_all();
+      consume(p);
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
       error_ = std::current_exception();
       cv_.notify_all();
     }
+    if (p.release) p.release();  // even after an error: the D2H side must not wait forever
   }
+}
+
+void UpdateWorker::consume(Piece& p) {
+  const bool clipping = max_grad_norm_ > 0;
+  const int n = int(units_.size());
+  const HostUnit& h = *units_[size_t(p.unit)];
+  const double ss = sum_squares(p.grad, grad_dtype_, p.count);
+  int64_t step;
+  float lr;
+  bool unit_done, all_in = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    sumsq_[size_t(p.unit)] += ss;  // pieces of a unit arrive in order: a fixed sum
+    received_[size_t(p.unit)] += p.count;
+    unit_done = received_[size_t(p.unit)] == h.layout.numel;
+    if (unit_done) all_in = ++reduced_ == n;
+    step = step_;
+    lr = lr_;
+  }
+  if (!clipping) {
+    AdamWParams hp = hp_;
+    hp.lr = lr;
+    adamw_step(h.master + p.offset, h.m + p.offset, h.v + p.offset, p.grad, grad_dtype_, p.count,
+               step, hp, 1.0f);
+    if (unit_done) {
+      std::lock_guard<std::mutex> lk(mu_);
+      updated_step_[size_t(p.unit)] = step;
+    }
+  }
+  if (all_in) {
+    // Summed in unit order, so the norm does not depend on the order gradients arrived in.
+    double total = 0;
+    for (double s : sumsq_) total += s;
+    const double norm = std::sqrt(total);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      norm_ = norm;
+      norm_ready_ = true;
+    }
+    cv_.notify_all();
+    if (clipping) {
+      const float clip = clip_factor(norm, max_grad_norm_);
+      for (int k = 0; k < n; ++k) {
+        update_unit(k, step, lr, clip);
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          updated_step_[size_t(k)] = step;
+        }
+        cv_.notify_all();
+      }
+    }
+  }
+  cv_.notify_all();
 }
 
 }  // namespace sf

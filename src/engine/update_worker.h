@@ -1,15 +1,17 @@
 // defines: sf::UpdateWorker — the asynchronous optimizer. Gradients of a unit arrive (from a
-// backend callback once their D2H copy is done); the worker sums their squares and, once the
-// global norm is known (exact clipping: no update uses a clip factor computed from part of the
-// gradient), runs AdamW on each unit in forward order, so the next step's forward can start on
-// the first units while the last are still updating. Without clipping, each unit is updated as
-// soon as its gradient arrives.
+// backend callback once their D2H copy is done), whole or piece by piece; the worker sums their
+// squares and, once the global norm is known (exact clipping: no update uses a clip factor
+// computed from part of the gradient), runs AdamW on each unit in forward order from the unit's
+// host gradient, so the next step's forward can start on the first units while the last are
+// still updating. Without clipping, each piece is updated as soon as it arrives and its buffer
+// released (the gradient ring): no unit needs a host gradient of its own.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,6 +32,10 @@ class UpdateWorker {
   void begin_step(int64_t step, float lr);
   // Unit u's gradient for the open step is complete in its host grad buffer. Never blocks.
   void grad_ready(int unit);
+  // Elements [offset, offset + count) of unit u's gradient are at `grad` (compute dtype);
+  // `release` is called once they have been used. Without clipping only. Never blocks.
+  void piece_ready(int unit, int64_t offset, int64_t count, const void* grad,
+                   std::function<void()> release);
   // Blocks until unit u carries the update of step `step` (returns at once for step 0).
   void wait_updated(int unit, int64_t step);
   // Blocks until every gradient of the open step has been reduced; returns the global norm.
@@ -39,7 +45,14 @@ class UpdateWorker {
   void reset_steps(int64_t steps);
 
  private:
+  struct Piece {
+    int unit;
+    int64_t offset, count;
+    const void* grad;
+    std::function<void()> release;
+  };
   void loop();
+  void consume(Piece& p);
   void update_unit(int u, int64_t step, float lr, float clip);
   void rethrow_locked();
 
@@ -50,7 +63,8 @@ class UpdateWorker {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<int> arrived_;
+  std::deque<Piece> arrived_;
+  std::vector<int64_t> received_;  // elements of each unit's gradient seen in the open step
   std::vector<int64_t> updated_step_;
   std::vector<double> sumsq_;
   int64_t step_ = 0;

@@ -7,7 +7,10 @@
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
 #include "engine/engine.h"
+#include "engine/micro_batch.h"
+#include "engine/plan.h"
 #include "model/init.h"
 #include "model/spec.h"
 #include "train/checkpoint.h"
@@ -55,11 +58,14 @@ struct TrainRun {
   std::vector<std::vector<float>> weights;
 };
 
-TrainRun train(const fs::path& dir, int window, float max_grad_norm, int steps) {
+TrainRun train(const fs::path& dir, int window, float max_grad_norm, int steps,
+               int64_t micro_tokens = 0, int64_t grad_piece = 0) {
   auto be = make_cpu_backend();
   ModelSpec spec = load_model_spec(dir);
   EngineOptions opt;
   opt.window = window;
+  opt.micro_tokens = micro_tokens;
+  opt.grad_piece = grad_piece;
   opt.max_tokens = 64;
   opt.max_sequences = 4;
   opt.adamw = AdamWParams{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
@@ -126,6 +132,110 @@ TEST(Engine, RefusesBadBatches) {
   // After refusing, the engine still trains.
   EXPECT_TRUE(std::isfinite(e.step(ok, 1e-3f).loss));
   EXPECT_EQ(e.steps_done(), 1);
+}
+
+TEST(MicroBatch, SplitsWholeSamplesInOrder) {
+  Batch b = random_batch(3, 97, {13, 21, 7, 5, 30});
+  std::vector<MicroBatch> m = split_micro_batches(b, 34);
+  ASSERT_EQ(m.size(), 3u);  // 13+21 | 7+5 (+30 would exceed) | 30
+  EXPECT_EQ(m[0].token_begin, 0);
+  EXPECT_EQ(m[0].tokens, 34);
+  EXPECT_EQ(m[0].cu_seqlens, (std::vector<int32_t>{0, 13, 34}));
+  EXPECT_EQ(m[1].token_begin, 34);
+  EXPECT_EQ(m[1].sample_begin, 2);
+  EXPECT_EQ(m[1].cu_seqlens, (std::vector<int32_t>{0, 7, 12}));
+  EXPECT_EQ(m[2].token_begin, 46);
+  EXPECT_EQ(m[2].cu_seqlens, (std::vector<int32_t>{0, 30}));
+  EXPECT_EQ(split_micro_batches(b, 1000).size(), 1u);
+  try {
+    split_micro_batches(b, 29);
+    FAIL() << "a sample longer than the micro-batch must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sample 4 has 30 tokens"), std::string::npos) << e.what();
+  }
+}
+
+// Layer-major micro-batching gives the whole step's result: the same loss and weights, to the
+// rounding of summing weight gradients per micro-batch (fp32) instead of over the whole step.
+TEST(Engine, MicroBatchesMatchTheWholeStep) {
+  fs::path dir = tiny_model("micro", "qwen3", false);
+  for (float clip : {0.0f, 1.0f}) {
+    TrainRun whole = train(dir, 2, clip, 4);
+    for (int64_t M : {21, 28, 34}) {  // 3, 2 and 2 micro-batches of the {13, 21, 7} step
+      TrainRun r = train(dir, 2, clip, 4, M);
+      for (size_t s = 0; s < whole.losses.size(); ++s)
+        EXPECT_NEAR(r.losses[s], whole.losses[s], 1e-5 * whole.losses[s]) << "M " << M;
+      for (size_t t = 0; t < whole.weights.size(); ++t)
+        for (size_t k = 0; k < whole.weights[t].size(); ++k)
+          EXPECT_NEAR(r.weights[t][k], whole.weights[t][k], 1e-5) << "M " << M << " tensor " << t;
+    }
+  }
+}
+
+// Without clipping gradients pass through a ring of 4 pinned pieces: pieces far smaller than a
+// unit (so the ring wraps many times a step, and the D2H waits for the optimizer) give the same
+// bits as one piece per unit; and the host holds no gradient per unit.
+TEST(Engine, GradientRingPiecesGiveIdenticalResults) {
+  fs::path dir = tiny_model("ring", "llama", true);
+  TrainRun whole = train(dir, 2, 0.0f, 4);
+  for (int64_t piece : {97, 1000, 4096}) {
+    TrainRun r = train(dir, 2, 0.0f, 4, 0, piece);
+    EXPECT_EQ(r.losses, whole.losses) << "piece " << piece;
+    EXPECT_EQ(r.weights, whole.weights) << "piece " << piece;
+  }
+  auto be = make_cpu_backend();
+  EngineOptions opt;
+  opt.max_tokens = 64;
+  opt.max_sequences = 4;
+  opt.adamw.lr = 1e-3f;
+  opt.grad_piece = 1000;
+  Engine ring(*be, load_model_spec(dir), opt);
+  EXPECT_EQ(ring.plan().grad_ring_slots, 4);
+  EXPECT_EQ(ring.plan().host.grads, 4u * 4096u);  // 4 × 1000 F32, each rounded up to 256 B
+  EXPECT_EQ(ring.plan().host.state, uint64_t(ring.plan().params) * 12);
+  opt.max_grad_norm = 1.0f;
+  Engine held(*be, load_model_spec(dir), opt);
+  EXPECT_EQ(held.plan().grad_ring_slots, 0);
+  EXPECT_GE(held.plan().host.grads, uint64_t(held.plan().params) * 4);
+}
+
+// A GPU budget picks the largest micro-batch that fits; one too small for any plan names the
+// smallest budget that works.
+TEST(Plan, BudgetChoosesTheMicroBatchAndRefusesWhatCannotFit) {
+  fs::path dir = tiny_model("plan", "llama", false);
+  PlanRequest r;
+  r.spec = load_model_spec(dir);
+  r.dtype = DType::kBF16;
+  r.window = 2;
+  r.max_tokens = 4096;
+  r.max_sequences = 16;
+  r.max_sample_tokens = 256;
+  const EnginePlan whole = make_plan(r);
+  EXPECT_EQ(whole.micro_tokens, 4096);
+  r.micro_tokens = 512;
+  const EnginePlan m512 = make_plan(r);
+  r.micro_tokens = 0;
+  r.gpu_budget = m512.device_total();
+  const EnginePlan fit = make_plan(r);
+  EXPECT_EQ(fit.micro_tokens, 512);  // 4096 → 2048 → 1024 → 512 is the first that fits
+  EXPECT_LE(fit.device_total(), r.gpu_budget);
+  EXPECT_LT(fit.device.workspace, whole.device.workspace / 7);
+  EXPECT_EQ(fit.device.activations, whole.device.activations);  // T × C buffers stay
+  EXPECT_EQ(fit.host.total(), whole.host.total());
+  EXPECT_EQ(fit.host.state, uint64_t(fit.params) * 12);  // 12 B/param, no more
+  r.gpu_budget = 1 << 20;
+  try {
+    make_plan(r);
+    FAIL() << "a 1 MiB budget cannot fit";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("the GPU budget of 0.0 GiB is too small"), std::string::npos) << w;
+    EXPECT_NE(w.find("The smallest budget that works for these steps is"), std::string::npos) << w;
+    EXPECT_NE(w.find("micro-batches of 256 tokens"), std::string::npos) << w;
+  }
+  r.gpu_budget = 0;
+  r.micro_tokens = 100;  // shorter than the longest sample
+  EXPECT_THROW(make_plan(r), Error);
 }
 
 // A run stopped after k steps, its state copied out and loaded into a fresh engine, continues with

@@ -31,18 +31,28 @@ using golden::load_case;
 using golden::read_all;
 using golden::rel_error;
 
-class Golden : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+// (case, window, micro-batched): micro-batched runs cut the step into one micro-batch per sample.
+class Golden : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
 
 TEST_P(Golden, MatchesTransformers) {
-  const auto& [name, window] = GetParam();
+  const auto& [name, window, micro] = GetParam();
   const fs::path dir = golden::data_dir() / name;
   ASSERT_TRUE(fs::exists(dir)) << dir << " is missing: run tests/golden/make_golden.py";
   Case c = load_case(dir);
   SafetensorsReader golden(dir / "golden.safetensors");
 
   auto backend = make_cpu_backend();
-  Engine engine(*backend, c.spec, c.options(window));
+  EngineOptions opt = c.options(window);
+  if (micro) {
+    int64_t longest = 0;
+    for (size_t i = 1; i < c.batch.cu_seqlens.size(); ++i)
+      longest = std::max<int64_t>(longest, c.batch.cu_seqlens[i] - c.batch.cu_seqlens[i - 1]);
+    opt.micro_tokens = longest;
+    ASSERT_GT(c.batch.cu_seqlens.size(), 2u) << "a micro-batched case needs several samples";
+  }
+  Engine engine(*backend, c.spec, opt);
   load_model_weights(engine, dir);
+  EXPECT_EQ(engine.plan().micro_tokens, micro ? opt.micro_tokens : c.batch.tokens());
 
   EXPECT_LT(rel_error(engine.logits(c.batch), read_all(golden, "logits")), 1e-5) << "logits";
 
@@ -74,9 +84,11 @@ TEST_P(Golden, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllCases, Golden,
-    ::testing::Combine(::testing::ValuesIn(golden::case_names()), ::testing::Values(1, 2, 3)),
+    ::testing::Combine(::testing::ValuesIn(golden::case_names()), ::testing::Values(1, 2, 3),
+                       ::testing::Values(false, true)),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param));
+      return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param)) +
+             (std::get<2>(info.param) ? "_micro" : "");
     });
 
 }  // namespace

@@ -74,6 +74,38 @@ void CUDART_CB run_host_call(void* p) {
 
 Mat mat(const Tensor& t) { return Mat{t.data, t.dtype, t.rows(), t.cols(), t.cols()}; }
 
+// Every scratch buffer the backend allocates, from its options: the constructor allocates these
+// and cuda_backend_scratch_bytes() adds them up for the planner.
+struct ScratchSizes {
+  cuda::CeRows ce;
+  int64_t delta_floats = 0, partial_floats = 0;
+  size_t cublaslt = 0, logits = 0, dlogits = 0, loss_rows = 0, embedding = 0;
+  size_t cudnn = 0;  // cuDNN attention's workspace; 0 when SF_ATTENTION picks our kernel
+  size_t total() const {
+    return cublaslt + logits + dlogits + loss_rows + size_t(delta_floats + partial_floats) * 4 +
+           embedding + cudnn;
+  }
+};
+
+ScratchSizes scratch_sizes(const CudaBackendOptions& o) {
+  ScratchSizes z;
+  const int64_t heads = o.max_heads > 0 ? o.max_heads : o.hidden;
+  z.ce = cuda::ce_workspace_rows(o.ce_chunk_bytes, o.vocab, o.max_tokens);
+  z.delta_floats = o.max_tokens * heads;
+  z.partial_floats = cuda::rmsnorm_partial_rows() * o.hidden;
+  z.cublaslt = o.cublaslt_workspace_bytes;
+  z.logits = size_t(z.ce.sub) * size_t(o.vocab) * 4;
+  z.dlogits = size_t(z.ce.chunk) * size_t(o.vocab) * 2;
+  z.loss_rows = size_t(z.ce.sub) * 4;
+  z.embedding = cuda::embedding_scratch_bytes(o.max_tokens, o.hidden);
+  // Attention through cuDNN unless SF_ATTENTION=own: the F32 dQ accumulator and the GQA
+  // per-query-head dK/dV partials (T·NH·D each; NH·D bounded by hidden), the softmax row sums
+  // and stats (T·NH each) and 64 MiB for the rest of cuDNN's plan workspace.
+  if (cuda::attention_impl_from_env(cuda::AttentionImpl::kCudnn) == cuda::AttentionImpl::kCudnn)
+    z.cudnn = size_t(o.max_tokens) * size_t(3 * o.hidden + 2 * heads) * 4 + (size_t(64) << 20);
+  return z;
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& o) : opt_(o) {
@@ -90,25 +122,30 @@ class CudaBackend final : public Backend {
     SF_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev_), "make_cuda_backend");
     name_ = str_cat("cuda:", dev_, " (", prop.name, ")");
 
-    const int64_t heads = o.max_heads > 0 ? o.max_heads : o.hidden;
-    ce_rows_ = cuda::ce_workspace_rows(o.ce_chunk_bytes, o.vocab, o.max_tokens);
-    delta_cap_ = o.max_tokens * heads;
-    partial_cap_ = cuda::rmsnorm_partial_rows() * o.hidden;
-    lt_ws_ = device_scratch(o.cublaslt_workspace_bytes, "cuBLASLt workspace");
-    logits_ = device_scratch(size_t(ce_rows_.sub) * size_t(o.vocab) * 4, "cross-entropy logits");
-    dlogits_ = device_scratch(size_t(ce_rows_.chunk) * size_t(o.vocab) * 2, "cross-entropy dlogits");
-    loss_rows_ = device_scratch(size_t(ce_rows_.sub) * 4, "cross-entropy row losses");
+    const ScratchSizes z = scratch_sizes(o);
+    ce_rows_ = z.ce;
+    delta_cap_ = z.delta_floats;
+    partial_cap_ = z.partial_floats;
+    lt_ws_ = device_scratch(z.cublaslt, "cuBLASLt workspace");
+    logits_ = device_scratch(z.logits, "cross-entropy logits");
+    dlogits_ = device_scratch(z.dlogits, "cross-entropy dlogits");
+    loss_rows_ = device_scratch(z.loss_rows, "cross-entropy row losses");
     delta_ = device_scratch(size_t(delta_cap_) * 4, "attention backward Δ");
     partial_ = device_scratch(size_t(partial_cap_) * 4, "RMSNorm dw partials");
-    emb_ = device_scratch(cuda::embedding_scratch_bytes(o.max_tokens, o.hidden),
-                          "embedding backward sort and partial sums");
+    emb_ = device_scratch(z.embedding, "embedding backward sort and partial sums");
     emb_scratch_ = cuda::embedding_scratch(emb_.data(), o.max_tokens, o.hidden, o.vocab);
     gemm_ = std::make_unique<cuda::Gemm>(lt_ws_.data(), lt_ws_.size());
-    init_cudnn_attention(o, heads);
+    init_cudnn_attention(o, z.cudnn);
   }
 
   std::string name() const override { return name_; }
   DType compute_dtype() const override { return DType::kBF16; }
+  DeviceMemoryInfo device_memory() override {
+    set_device();
+    size_t free = 0, total = 0;
+    SF_CUDA_CHECK(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return DeviceMemoryInfo{uint64_t(total - free), uint64_t(total)};
+  }
 
   // ---- memory, streams, events, copies ----
   Buffer alloc(MemoryKind kind, size_t bytes, const char* what) override {
@@ -379,11 +416,8 @@ class CudaBackend final : public Backend {
   // each) and 64 MiB for the rest of cuDNN's plan workspace — is allocated here (~0.8 GiB at
   // 16384 tokens × hidden 4096); a shape that needs more, or that cuDNN has no plan for, runs our
   // kernel (logged once per shape).
-  void init_cudnn_attention(const CudaBackendOptions& o, int64_t heads) {
-    if (cuda::attention_impl_from_env(cuda::AttentionImpl::kCudnn) != cuda::AttentionImpl::kCudnn)
-      return;
-    const size_t bytes =
-        size_t(o.max_tokens) * size_t(3 * o.hidden + 2 * heads) * 4 + (size_t(64) << 20);
+  void init_cudnn_attention(const CudaBackendOptions& o, size_t bytes) {
+    if (bytes == 0) return;
     std::string why;
     cudnn_attn_ = cuda::CudnnAttention::create(o.max_tokens, bytes, &why);
     const char* env = std::getenv("SF_ATTENTION");
@@ -414,6 +448,10 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+size_t cuda_backend_scratch_bytes(const CudaBackendOptions& options) {
+  return scratch_sizes(options).total();
+}
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
   return std::make_unique<CudaBackend>(options);

@@ -34,6 +34,10 @@ struct CudaBackendOptions {
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
 
+// The device bytes of the scratch make_cuda_backend(options) allocates (the planner counts them
+// before the backend exists); 0 without CUDA.
+size_t cuda_backend_scratch_bytes(const CudaBackendOptions& options);
+
 // Number of usable CUDA devices: 0 when built without CUDA, with no driver or no GPU; never throws.
 int cuda_device_count();
 

@@ -12,6 +12,8 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions&) {
           "configure time); rebuild with the CUDA toolkit on PATH, or use the CPU backend");
 }
 
+size_t cuda_backend_scratch_bytes(const CudaBackendOptions&) { return 0; }
+
 int cuda_device_count() { return 0; }
 
 void* cuda_stream_handle(Stream&) {

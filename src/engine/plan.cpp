@@ -1,0 +1,197 @@
+#include "engine/plan.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/host_memory.h"
+#include "engine/host_unit.h"
+#include "model/layer.h"
+#include "model/layout.h"
+#include "model/rope.h"
+
+namespace sf {
+namespace {
+
+// Bump allocator: 256-byte aligned pieces of one buffer (or only their sizes, base == null).
+class Bump {
+ public:
+  explicit Bump(void* base) : base_(static_cast<char*>(base)) {}
+  void* take(size_t bytes) {
+    void* p = base_ ? base_ + used_ : nullptr;
+    used_ += (bytes + 255) / 256 * 256;
+    return p;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  char* base_;
+  size_t used_ = 0;
+};
+
+// H2D tiles of 16 Mi fp32 elements (64 MiB): the cast on the device that follows each copy takes
+// ~2 % of the copy's time at PCIe rates, and the tile is < 1 % of a 24 GiB budget.
+constexpr int64_t kUploadTile = int64_t(16) << 20;
+// Gradient pieces of 16 Mi elements (32 MiB in bf16, ~0.6 ms of D2H, ~4 ms of CPU AdamW), four
+// in flight: the D2H of one piece overlaps the update of the previous ones.
+constexpr int64_t kGradPiece = int64_t(16) << 20;
+constexpr int kGradRingSlots = 4;
+
+struct Sized {
+  DeviceBytes device;
+  uint64_t backend = 0;
+};
+
+Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t tile) {
+  Sized s;
+  carve_device(r.spec, r.dtype, PlanDims{window, r.max_tokens, r.max_sequences, M, tile},
+               nullptr, &s.device);
+  if (r.backend_scratch) s.backend = r.backend_scratch(M);
+  return s;
+}
+
+}  // namespace
+
+int64_t batch_ints(int64_t tokens, int64_t sequences) {
+  return 3 * tokens + (sequences + 1) + 2 * sequences;
+}
+
+DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, void* base,
+                         DeviceBytes* bytes) {
+  const size_t dsz = dtype_size(dt);
+  const int64_t outer_n = outer_layout(spec).numel;
+  const int64_t layer_n = spec.layers > 0 ? layer_layout(spec, 0).numel : 0;
+  const int64_t T = d.tokens, C = spec.hidden;
+  Bump b(base);
+  DeviceParts p;
+  DeviceBytes n;
+  size_t mark = 0;
+  auto section = [&](uint64_t* field) {
+    *field = b.used() - mark;
+    mark = b.used();
+  };
+  p.outer_params = b.take(size_t(outer_n) * dsz);
+  p.outer_grads = static_cast<float*>(b.take(size_t(outer_n) * 4));
+  p.outer_stage = dt != DType::kF32 ? b.take(size_t(outer_n) * dsz) : nullptr;
+  section(&n.outer);
+  p.slots.resize(size_t(d.window));
+  for (auto& s : p.slots) {
+    s.params = b.take(size_t(layer_n) * dsz);
+    s.grads = static_cast<float*>(b.take(size_t(layer_n) * 4));
+    s.stage = dt != DType::kF32 ? b.take(size_t(layer_n) * dsz) : nullptr;
+  }
+  section(&n.slots);
+  p.upload = static_cast<float*>(b.take(size_t(d.upload_tile) * 4));
+  section(&n.upload);
+  p.batch = b.take(size_t(batch_ints(T, d.sequences)) * 4);
+  p.inv_freq = static_cast<float*>(b.take(size_t(spec.head_dim / 2) * 4));
+  p.loss = static_cast<float*>(b.take(4));
+  p.pad_row = static_cast<float*>(b.take(size_t(C) * 4));
+  section(&n.batch);
+  for (int k = 0; k < 2; ++k) {
+    p.act[k] = b.take(size_t(T * C) * dsz);
+    p.restore[k] = b.take(size_t(T * C) * dsz);
+  }
+  p.grad = b.take(size_t(T * C) * dsz);
+  section(&n.activations);
+  p.workspace = b.take(LayerWorkspace::bytes_needed(spec, d.micro_tokens, dt));
+  p.head_workspace = b.take(HeadWorkspace::bytes_needed(spec, d.micro_tokens, dt));
+  section(&n.workspace);
+  if (bytes) *bytes = n;
+  return p;
+}
+
+EnginePlan make_plan(const PlanRequest& r) {
+  const int64_t T = r.max_tokens;
+  SF_CHECK(T > 0 && r.max_sequences > 0 && r.max_sequences <= T,
+           "plan: the tokens per step (", T, ") and samples per step (", r.max_sequences,
+           ") must be positive, with no more samples than tokens");
+  SF_CHECK(r.window >= 1, "window must be at least 1 layer (got ", r.window, ")");
+  // The longest sample bounds M from below; unknown (0), an M asked for is checked step by step
+  // (split_micro_batches) and the budget search does not cut the step.
+  const int64_t longest = r.max_sample_tokens > 0 ? std::min(r.max_sample_tokens, T) : T;
+  const int L = int(r.spec.layers);
+  EnginePlan p;
+  p.window = std::min(r.window, std::max(L, 1));
+  p.max_tokens = T;
+  p.max_sequences = r.max_sequences;
+  p.upload_tile = kUploadTile;
+  p.gpu_budget = r.gpu_budget;
+  p.device_outside = r.device_outside;
+  p.layers = L;
+  p.hidden = r.spec.hidden;
+  p.dtype_bytes = dtype_size(r.dtype);
+
+  // M: as asked; else the largest of T, T/2, T/4, … (at least the longest sample) that fits.
+  if (r.micro_tokens > 0) {
+    SF_CHECK(r.max_sample_tokens == 0 || r.micro_tokens >= longest, "a micro-batch of ", r.micro_tokens,
+             " tokens cannot hold the longest sample (", longest,
+             " tokens): raise --micro-batch-tokens or lower --cutoff-len");
+    p.micro_tokens = std::min(r.micro_tokens, T);
+  } else {
+    p.micro_tokens = T;
+    if (r.gpu_budget > 0) {
+      for (;;) {
+        Sized s = size_device(r, p.window, p.micro_tokens, p.upload_tile);
+        if (s.device.engine() + s.backend + r.device_outside <= r.gpu_budget ||
+            p.micro_tokens == longest)
+          break;
+        p.micro_tokens = std::max(longest, (p.micro_tokens + 1) / 2);
+      }
+    }
+  }
+  Sized s = size_device(r, p.window, p.micro_tokens, p.upload_tile);
+  p.device = s.device;
+  p.backend_scratch = s.backend;
+  if (r.gpu_budget > 0 && p.device_total() > r.gpu_budget) {
+    Sized least = size_device(r, 1, longest, p.upload_tile);
+    const uint64_t smallest = least.device.engine() + least.backend + r.device_outside;
+    SF_FAIL("the GPU budget of ", gib(r.gpu_budget), " is too small for this run: it needs ",
+            gib(p.device_total()), " with window ", p.window, " and micro-batches of ",
+            p.micro_tokens, " tokens (", p.describe(),
+            "). The smallest budget that works for these steps is ", gib(smallest),
+            " (window 1, micro-batches of ", longest,
+            " tokens, the longest sample); or lower the tokens per step (--batch-size, "
+            "--cutoff-len) or train a smaller model");
+  }
+
+  // Host: state of every unit, gradients, checkpoints, batch staging.
+  std::vector<UnitLayout> layouts{outer_layout(r.spec)};
+  for (int i = 0; i < L; ++i) layouts.push_back(layer_layout(r.spec, i));
+  p.grad_piece = r.grad_piece > 0 ? r.grad_piece : kGradPiece;
+  p.grad_ring_slots = r.clipping ? 0 : kGradRingSlots;
+  for (const UnitLayout& u : layouts) {
+    p.params += u.numel;
+    p.host.state += HostUnit::state_bytes(u.numel);
+    if (r.clipping) p.host.grads += HostUnit::grad_bytes(u.numel, r.dtype);
+  }
+  if (!r.clipping)
+    p.host.grads = uint64_t(p.grad_ring_slots) * HostUnit::grad_bytes(p.grad_piece, r.dtype);
+  p.host.checkpoints = uint64_t(L) * uint64_t(T * r.spec.hidden) * dtype_size(r.dtype);
+  p.host.staging = uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256;
+  return p;
+}
+
+std::string EnginePlan::describe() const {
+  std::ostringstream o;
+  o << "window " << window << ", micro-batches of ≤ " << micro_tokens << " tokens (step ≤ "
+    << max_tokens << " tokens, ≤ " << max_sequences << " samples)\n";
+  o << "  device: " << gib(device_total());
+  if (gpu_budget) o << " of a " << gib(gpu_budget) << " budget";
+  o << " — outer unit " << gib(device.outer) << ", " << window << " cache slots "
+    << gib(device.slots) << ", upload tile " << gib(device.upload) << ", activations "
+    << gib(device.activations) << ", workspaces " << gib(device.workspace) << ", batch "
+    << gib(device.batch);
+  if (backend_scratch) o << ", backend scratch " << gib(backend_scratch);
+  if (device_outside) o << ", outside the engine (context, libraries) " << gib(device_outside);
+  o << "\n  host: " << gib(host.total()) << " — master weights and Adam m, v " << gib(host.state)
+    << " (" << params << " parameters × 12 B), gradients " << gib(host.grads)
+    << (grad_ring_slots ? " (a ring of " + std::to_string(grad_ring_slots) + " pieces)"
+                        : " (held for exact clipping)")
+    << ", activation checkpoints " << gib(host.checkpoints) << " (" << layers << " layers × "
+    << max_tokens << " tokens × " << hidden << " × " << dtype_bytes << " B), batch staging "
+    << gib(host.staging);
+  return o.str();
+}
+
+}  // namespace sf

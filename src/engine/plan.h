@@ -1,0 +1,115 @@
+// defines: sf::PlanRequest, sf::EnginePlan, sf::make_plan, sf::DeviceParts, sf::carve_device,
+// sf::HostParts — every byte the engine takes, computed once: `plan` prints it, the engine
+// allocates exactly it (carve_device is the one routine that both measures and carves), and the
+// host and device checks read it.
+//
+// Device: the outer unit (embedding, final norm, head: compute-dtype weights, fp32 gradients and
+// their compute-dtype copy for the D2H), W cache slots of the largest layer (the same three), one
+// fp32 upload tile (weights go H2D as fp32 and are cast on the device: no compute-dtype copy of
+// the model on the host), the step's batch, five T×C activation buffers (x/y of the forward, two
+// checkpoint restores, ∂L/∂x) and the workspaces of ONE micro-batch of M tokens (layer, head and
+// the backend's own). Host: master weights and Adam m, v (12 B/param), gradients, the activation
+// checkpoints (L × T × C) and the batch staging.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/spec.h"
+
+namespace sf {
+
+struct PlanRequest {
+  ModelSpec spec;
+  DType dtype = DType::kF32;  // the backend's compute dtype
+  int window = 2;
+  int64_t max_tokens = 0;         // T of the largest step
+  int64_t max_sequences = 0;      // samples in a step, at most
+  int64_t max_sample_tokens = 0;  // the longest sample (a micro-batch holds it whole); 0 = T
+  int64_t micro_tokens = 0;       // M asked for; 0: the largest that fits the budget (T if none)
+  uint64_t gpu_budget = 0;        // everything the process holds on the device; 0: no limit
+  // Device memory held outside the engine's buffer, counted against the budget: the CUDA
+  // context, library handles and, once it exists, the backend's scratch (device-wide in use).
+  uint64_t device_outside = 0;
+  // The backend's scratch for micro-batches of M tokens when it is not allocated yet (planning
+  // before the backend exists); null when it is already in device_outside.
+  std::function<uint64_t(int64_t micro_tokens)> backend_scratch;
+  bool clipping = false;  // exact global-norm clipping: every gradient held until the norm is known
+  int64_t grad_piece = 0;  // elements per gradient D2H piece (ring slot); 0: the default
+};
+
+struct DeviceBytes {
+  uint64_t outer = 0, slots = 0, upload = 0, batch = 0, activations = 0, workspace = 0;
+  uint64_t engine() const { return outer + slots + upload + batch + activations + workspace; }
+};
+
+struct HostBytes {
+  uint64_t state = 0;        // fp32 master, Adam m, v
+  uint64_t grads = 0;        // gradients: per unit with clipping, else the ring (compute dtype)
+  uint64_t checkpoints = 0;  // layer inputs, L × T × C
+  uint64_t staging = 0;      // batch staging
+  uint64_t total() const { return state + grads + checkpoints + staging; }
+};
+
+struct EnginePlan {
+  int window = 0;
+  int64_t micro_tokens = 0;  // M
+  int64_t max_tokens = 0, max_sequences = 0;
+  int64_t upload_tile = 0;  // fp32 elements per H2D tile
+  // Gradients go D2H in pieces of grad_piece elements; without clipping through a ring of
+  // grad_ring_slots pinned buffers (0 when clipping: each unit then has a host gradient).
+  int64_t grad_piece = 0;
+  int grad_ring_slots = 0;
+  int64_t params = 0;
+  int64_t layers = 0, hidden = 0;
+  size_t dtype_bytes = 0;  // the compute dtype's size
+  DeviceBytes device;
+  uint64_t backend_scratch = 0;  // planned, when the backend did not exist yet
+  uint64_t device_outside = 0;
+  uint64_t gpu_budget = 0;
+  HostBytes host;
+  uint64_t device_total() const { return device.engine() + backend_scratch + device_outside; }
+  std::string describe() const;  // several lines, for `plan` and the start of `train`
+};
+
+// Chooses M (and checks W) so the device total fits the budget; refuses, naming the smallest
+// budget that would work and what to change, when nothing fits.
+EnginePlan make_plan(const PlanRequest& request);
+
+// The engine's device buffer, carved in one place. With base == null only measures.
+struct DeviceParts {
+  struct Slot {
+    void* params = nullptr;
+    float* grads = nullptr;
+    void* stage = nullptr;  // compute-dtype copy of the grads for the D2H (null for F32)
+  };
+  void* outer_params = nullptr;
+  float* outer_grads = nullptr;
+  void* outer_stage = nullptr;
+  std::vector<Slot> slots;
+  float* upload = nullptr;  // fp32 H2D tile
+  void* batch = nullptr;    // ids, targets, positions, cu_seqlens, micro-batch cu_seqlens (I32)
+  float* inv_freq = nullptr;
+  void* act[2] = {};
+  void* restore[2] = {};
+  void* grad = nullptr;
+  float* loss = nullptr;
+  float* pad_row = nullptr;
+  void* workspace = nullptr;
+  void* head_workspace = nullptr;
+};
+struct PlanDims {
+  int window;
+  int64_t tokens, sequences, micro_tokens, upload_tile;
+};
+DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, void* base,
+                         DeviceBytes* bytes);
+
+// I32 entries of the batch area: ids, targets, positions (T each), the step's cu_seqlens
+// (nseq + 1) and every micro-batch's own (at most 2·nseq in all).
+int64_t batch_ints(int64_t tokens, int64_t sequences);
+
+}  // namespace sf
