@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/size_parse.h"
 #include "engine/engine.h"
 #include "io/safetensors.h"
 #include "model/init.h"
@@ -21,7 +22,8 @@ int cmd_train(const std::vector<std::string>& argv) {
   Args a(argv,
          {"model", "data", "output", "steps", "batch-size", "cutoff-len", "lr", "beta1", "beta2",
           "eps", "weight-decay", "max-grad-norm", "schedule", "warmup-steps", "seed", "window",
-          "save-dtype", "backend", "tokenizer", "dataset-format", "columns", "chat-template", "loss-mask"},
+          "save-dtype", "backend", "tokenizer", "dataset-format", "columns", "chat-template", "loss-mask",
+          "gpu-memory", "micro-batch-tokens"},
          {"shuffle", "packing", "skip-malformed", "no-cache"}, "train");
   TrainConfig c;
   c.model_dir = a.required("model");
@@ -41,6 +43,9 @@ int cmd_train(const std::vector<std::string>& argv) {
   c.shuffle = a.flag("shuffle");
   c.seed = uint64_t(a.integer("seed", int64_t(c.seed)));
   c.window = int(a.integer("window", c.window));
+  if (const std::string g = a.str("gpu-memory", ""); !g.empty())
+    c.gpu_memory = parse_size(g, "--gpu-memory");
+  c.micro_batch_tokens = a.integer("micro-batch-tokens", 0);
   c.save_dtype = a.str("save-dtype", c.save_dtype);
   c.backend = a.str("backend", c.backend);
   c.tokenizer_dir = a.str("tokenizer", "");

@@ -21,4 +21,11 @@ std::optional<HostMemory> host_memory_available();
 // "12.3 GiB"
 std::string gib(uint64_t bytes);
 
+// This process's resident memory, now and at its peak (VmRSS, VmHWM of /proc/self/status); 0
+// where they cannot be read.
+struct ProcessMemory {
+  uint64_t rss = 0, peak_rss = 0;
+};
+ProcessMemory process_memory();
+
 }  // namespace sf

@@ -115,7 +115,10 @@ EnginePlan make_plan(const PlanRequest& r) {
   p.window = std::min(r.window, std::max(L, 1));
   p.max_tokens = T;
   p.max_sequences = r.max_sequences;
-  p.upload_tile = kUploadTile;
+  // Tiles and pieces no larger than the largest unit (tiny models need no 64 MiB tile).
+  int64_t largest = outer_layout(r.spec).numel;
+  if (L > 0) largest = std::max(largest, layer_layout(r.spec, 0).numel);
+  p.upload_tile = std::min(kUploadTile, largest);
   p.gpu_budget = r.gpu_budget;
   p.device_outside = r.device_outside;
   p.layers = L;
@@ -158,7 +161,7 @@ EnginePlan make_plan(const PlanRequest& r) {
   // Host: state of every unit, gradients, checkpoints, batch staging.
   std::vector<UnitLayout> layouts{outer_layout(r.spec)};
   for (int i = 0; i < L; ++i) layouts.push_back(layer_layout(r.spec, i));
-  p.grad_piece = r.grad_piece > 0 ? r.grad_piece : kGradPiece;
+  p.grad_piece = r.grad_piece > 0 ? r.grad_piece : std::min(kGradPiece, largest);
   p.grad_ring_slots = r.clipping ? 0 : kGradRingSlots;
   for (const UnitLayout& u : layouts) {
     p.params += u.numel;

@@ -103,6 +103,12 @@ int64_t Batcher::max_tokens() const {
   return int64_t(longest) * batch_size_;
 }
 
+int64_t Batcher::max_sample_tokens() const {
+  size_t longest = 0;
+  for (const auto& s : samples_) longest = std::max(longest, s.ids.size());
+  return int64_t(longest);
+}
+
 int64_t Batcher::max_sequences() const {
   if (token_budget_ <= 0) return batch_size_;
   size_t shortest = SIZE_MAX;

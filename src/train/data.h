@@ -33,6 +33,7 @@ class Batcher {
   int64_t epoch() const { return epoch_; }  // 1-based
   int64_t max_tokens() const;     // of any batch this batcher can produce
   int64_t max_sequences() const;  // samples in any batch
+  int64_t max_sample_tokens() const;  // the longest sample
 
  private:
   void new_epoch();

@@ -16,6 +16,8 @@
 #include "model/spec.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/run_setup.h"
+#include "core/host_memory.h"
 
 namespace sf {
 namespace {
@@ -116,15 +118,36 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log) {
   Batcher batcher(std::move(samples), c.batch_size, c.shuffle, c.seed,
                   c.packing ? c.batch_size * c.cutoff_len : 0);
 
-  auto backend = make_backend(c.backend, spec, batcher.max_tokens());
+  PlanRequest req;
+  req.spec = spec;
+  req.window = c.window;
+  req.max_tokens = batcher.max_tokens();
+  req.max_sequences = batcher.max_sequences();
+  req.max_sample_tokens = batcher.max_sample_tokens();
+  req.micro_tokens = c.micro_batch_tokens;
+  req.gpu_budget = c.gpu_memory;
+  req.clipping = c.max_grad_norm > 0;
+  RunSetup setup = make_run_setup(c.backend, req);
+  Backend* backend = setup.backend.get();
   EngineOptions opt;
   opt.window = c.window;
-  opt.max_tokens = batcher.max_tokens();
-  opt.max_sequences = batcher.max_sequences();
+  opt.max_tokens = req.max_tokens;
+  opt.max_sequences = req.max_sequences;
+  opt.max_sample_tokens = req.max_sample_tokens;
+  opt.micro_tokens = setup.plan.micro_tokens;
+  opt.gpu_budget = setup.plan.gpu_budget;
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
+  const auto t_start = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   Engine engine(*backend, spec, opt);
+  log << "plan: " << engine.plan().describe() << "\n";
+  const double t_alloc = since(t_start);
   load_model_weights(engine, c.model_dir);
+  log << "start-up: " << std::setprecision(3) << since(t_start) << " s (allocation " << t_alloc
+      << " s, weights " << since(t_start) - t_alloc << " s)\n";
   log << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden " << spec.hidden
       << ", " << parameter_count(spec) << " parameters; " << n_samples << " samples of ≤ "
       << c.cutoff_len << " tokens; backend " << backend->name() << ", window " << c.window
@@ -145,7 +168,14 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log) {
     if (s == 0) sum.first_loss = r.loss;
     sum.last_loss = r.loss;
     sum.steps = s + 1;
+    sum.peak_device_used = std::max(sum.peak_device_used, backend->device_memory().used);
   }
+  const ProcessMemory pm = process_memory();
+  sum.peak_host_rss = pm.peak_rss;
+  log << "memory: engine device buffer " << gib(engine.plan().device.engine());
+  if (sum.peak_device_used) log << ", device in use (whole device) " << gib(sum.peak_device_used);
+  log << "; host peak RSS " << gib(pm.peak_rss) << " (planned " << gib(engine.plan().host.total())
+      << ")\n";
   if (!c.output_dir.empty()) {
     save_model_checkpoint(engine, c.output_dir, config_text,
                           c.save_dtype == "f32" ? DType::kF32 : DType::kBF16);

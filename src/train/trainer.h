@@ -38,6 +38,8 @@ struct TrainConfig {
   bool shuffle = false;
   uint64_t seed = 42;
   int window = 2;
+  uint64_t gpu_memory = 0;         // device budget for everything; 0: the whole device
+  int64_t micro_batch_tokens = 0;  // M; 0: the largest that fits the budget
   std::string backend = "auto";  // auto (cuda when a GPU is present) | cpu | cuda
   std::string save_dtype = "bf16";  // bf16 | f32
 };
@@ -45,6 +47,8 @@ struct TrainConfig {
 struct TrainSummary {
   double first_loss = 0, last_loss = 0;
   int64_t steps = 0;
+  uint64_t peak_device_used = 0;  // device-wide memory in use after a step, at most
+  uint64_t peak_host_rss = 0;
 };
 
 TrainSummary run_training(const TrainConfig& config, std::ostream& log);

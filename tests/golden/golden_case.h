@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -52,10 +53,15 @@ struct Case {
   Batch batch;
   nlohmann::json hp;
 
-  // The engine options of the fixture's hyper-parameters, for window W.
-  EngineOptions options(int window) const {
+  // The engine options of the fixture's hyper-parameters, for window W; micro-batched: one
+  // micro-batch per sample (M = the longest sample).
+  EngineOptions options(int window, bool micro = false) const {
     EngineOptions opt;
     opt.window = window;
+    if (micro)
+      for (size_t i = 1; i < batch.cu_seqlens.size(); ++i)
+        opt.micro_tokens =
+            std::max<int64_t>(opt.micro_tokens, batch.cu_seqlens[i] - batch.cu_seqlens[i - 1]);
     opt.max_tokens = batch.tokens();
     opt.max_sequences = int64_t(batch.cu_seqlens.size()) - 1;
     opt.adamw.lr = hp["lr"];

@@ -42,14 +42,8 @@ TEST_P(Golden, MatchesTransformers) {
   SafetensorsReader golden(dir / "golden.safetensors");
 
   auto backend = make_cpu_backend();
-  EngineOptions opt = c.options(window);
-  if (micro) {
-    int64_t longest = 0;
-    for (size_t i = 1; i < c.batch.cu_seqlens.size(); ++i)
-      longest = std::max<int64_t>(longest, c.batch.cu_seqlens[i] - c.batch.cu_seqlens[i - 1]);
-    opt.micro_tokens = longest;
-    ASSERT_GT(c.batch.cu_seqlens.size(), 2u) << "a micro-batched case needs several samples";
-  }
+  const EngineOptions opt = c.options(window, micro);
+  if (micro) ASSERT_GT(c.batch.cu_seqlens.size(), 2u) << "a micro-batched case needs samples";
   Engine engine(*backend, c.spec, opt);
   load_model_weights(engine, dir);
   EXPECT_EQ(engine.plan().micro_tokens, micro ? opt.micro_tokens : c.batch.tokens());

@@ -43,23 +43,25 @@ using golden::load_case;
 using golden::read_all;
 using golden::rel_error;
 
-class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+// (case, window, micro-batched: one micro-batch per sample).
+class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
 
 TEST_P(CudaGolden, MatchesTransformersAtBf16) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
-  const auto& [name, window] = GetParam();
+  const auto& [name, window, micro] = GetParam();
   const fs::path dir = golden::data_dir() / name;
   ASSERT_TRUE(fs::exists(dir)) << dir << " is missing: run tests/golden/make_golden.py";
   Case c = load_case(dir);
   SafetensorsReader golden(dir / "golden.safetensors");
+  const EngineOptions opt = c.options(window, micro);
 
   CudaBackendOptions bo;
-  bo.max_tokens = c.batch.tokens();
+  bo.max_tokens = micro ? opt.micro_tokens : c.batch.tokens();  // workspaces sized by M
   bo.hidden = c.spec.hidden;
   bo.vocab = c.spec.vocab;
   bo.max_heads = c.spec.heads;
   auto backend = make_cuda_backend(bo);
-  Engine engine(*backend, c.spec, c.options(window));
+  Engine engine(*backend, c.spec, opt);
   load_model_weights(engine, dir);
 
   std::map<std::string, std::vector<float>> init;
@@ -121,9 +123,11 @@ TEST_P(CudaGolden, MatchesTransformersAtBf16) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllCases, CudaGolden,
-    ::testing::Combine(::testing::ValuesIn(golden::case_names()), ::testing::Values(1, 2, 3)),
+    ::testing::Combine(::testing::ValuesIn(golden::case_names()), ::testing::Values(1, 2, 3),
+                       ::testing::Values(false, true)),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param));
+      return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param)) +
+             (std::get<2>(info.param) ? "_micro" : "");
     });
 
 }  // namespace

@@ -449,6 +449,13 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
+DeviceMemoryInfo cuda_device_memory(int device) {
+  SF_CUDA_CHECK(cudaSetDevice(device), "cudaSetDevice ", device);
+  size_t free = 0, total = 0;
+  SF_CUDA_CHECK(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return DeviceMemoryInfo{uint64_t(total - free), uint64_t(total)};
+}
+
 size_t cuda_backend_scratch_bytes(const CudaBackendOptions& options) {
   return scratch_sizes(options).total();
 }

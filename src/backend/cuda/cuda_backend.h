@@ -38,6 +38,10 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
 // before the backend exists); 0 without CUDA.
 size_t cuda_backend_scratch_bytes(const CudaBackendOptions& options);
 
+// Device memory in use (by every process) and in total on `device`, creating this process's
+// context there if it has none; zeros without CUDA.
+DeviceMemoryInfo cuda_device_memory(int device);
+
 // Number of usable CUDA devices: 0 when built without CUDA, with no driver or no GPU; never throws.
 int cuda_device_count();
 

@@ -14,6 +14,8 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions&) {
 
 size_t cuda_backend_scratch_bytes(const CudaBackendOptions&) { return 0; }
 
+DeviceMemoryInfo cuda_device_memory(int) { return {}; }
+
 int cuda_device_count() { return 0; }
 
 void* cuda_stream_handle(Stream&) {

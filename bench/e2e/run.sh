@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# End-to-end benchmark on the GPU machine: builds nothing (BIN= holds binaries built elsewhere),
+# makes the random-init Llama-3.1-8B checkpoint there with transformers, then trains it for each
+# configuration SEQxBATCH given (default: the issue's five) and prints one summary line each:
+# tok/s (median of steps 2..), TFLOPS (6P + 6·L·H·S per token), the engine's device buffer, the
+# device-wide peak (NVML via nvidia-smi, sampled every 200 ms), the host peak RSS, the plan's M,
+# and the start-up time.
+# usage: BIN=dir [GPU_MEM=24GiB] [STEPS=4] [LAYERS=32] [CLIP=0] bash bench/e2e/run.sh 1024x8 ...
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+bin=${BIN:-build}
+work=${WORK:-/tmp/sf_e2e}
+log=${OUT:-$work}
+gpu_mem=${GPU_MEM:-24GiB}
+steps=${STEPS:-4}
+clip=${CLIP:-0}
+mkdir -p "$work" "$log"
+if [ ! -f "$work/model/config.json" ]; then
+  python3 bench/e2e/make_inputs.py "$work/model" "$work/data.jsonl" "${LAYERS:-32}" || exit 1
+fi
+configs=("$@")
+[ ${#configs[@]} -eq 0 ] && configs=(1024x8 1024x16 1024x32 1024x64 2048x32)
+for cfg in "${configs[@]}"; do
+  S=${cfg%x*}
+  B=${cfg#*x}
+  name="${cfg}_${gpu_mem}_clip${clip}"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/smi.txt" &
+  smi=$!
+  start=$(date +%s.%N)
+  "$bin/slideformer" train --model "$work/model" --data "$work/data.jsonl" --steps "$steps" \
+    --batch-size "$B" --cutoff-len "$S" --lr 1e-5 --max-grad-norm "$clip" \
+    --gpu-memory "$gpu_mem" --backend cuda --no-cache ${EXTRA:-} >"$log/$name.log" 2>&1
+  rc=$?
+  kill "$smi" 2>/dev/null
+  wait "$smi" 2>/dev/null
+  peak=$(sort -n "$work/smi.txt" | tail -1)
+  python3 - "$log/$name.log" "$cfg" "$gpu_mem" "$clip" "$rc" "${peak:-0}" "$start" <<'PY'
+import re, statistics, sys
+path, cfg, cap, clip, rc, peak_mib, start = sys.argv[1:]
+text = open(path).read()
+S = int(cfg.split("x")[0])
+m = re.search(r"model \S+: (\d+) layers, hidden (\d+), (\d+) parameters", text)
+rates = [float(x) for x in re.findall(r"tokens \d+\s+([0-9.e+]+) tok/s", text)]
+if rc != "0" or not m or not rates:
+    tail = " | ".join(l for l in text.strip().splitlines()[-3:])
+    print(f"{cfg} cap {cap} clip {clip}: FAILED rc={rc}: {tail[:600]}")
+    sys.exit(0)
+L, H, P = int(m.group(1)), int(m.group(2)), int(m.group(3))
+tok = statistics.median(rates[1:] or rates)
+tflops = tok * (6 * P + 6 * L * H * S) / 1e12
+mm = re.search(r"micro-batches of ≤ (\d+) tokens", text)
+dev = re.search(r"engine device buffer ([0-9.]+) GiB", text)
+rss = re.search(r"host peak RSS ([0-9.]+) GiB \(planned ([0-9.]+) GiB\)", text)
+su = re.search(r"start-up: ([0-9.]+) s", text)
+print(f"{cfg} cap {cap} clip {clip}: {tok:,.0f} tok/s, {tflops:.0f} TFLOPS, M {mm.group(1) if mm else '?'}, "
+      f"engine device {dev.group(1) if dev else '?'} GiB, device peak (NVML) {int(peak_mib) / 1024:.1f} GiB, "
+      f"host peak RSS {rss.group(1) if rss else '?'} GiB (planned {rss.group(2) if rss else '?'}), "
+      f"start-up {su.group(1) if su else '?'} s, steps {[round(r) for r in rates]}")
+PY
+done

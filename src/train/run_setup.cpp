@@ -1,0 +1,43 @@
+#include "train/run_setup.h"
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+
+namespace sf {
+
+RunSetup make_run_setup(const std::string& name, PlanRequest r) {
+  SF_CHECK(name == "auto" || name == "cpu" || name == "cuda", "--backend must be auto, cpu or ",
+           "cuda, not '", name, "'");
+  const bool cuda = name == "cuda" || (name == "auto" && cuda_device_count() > 0);
+  RunSetup s;
+  if (!cuda) {
+    r.dtype = DType::kF32;
+    s.plan = make_plan(r);
+    s.backend = make_cpu_backend();
+    return s;
+  }
+  SF_CHECK(cuda_device_count() > 0, "--backend cuda: no CUDA device is visible (",
+           "check nvidia-smi), or use --backend cpu");
+  CudaBackendOptions o;
+  o.hidden = r.spec.hidden;
+  o.vocab = r.spec.vocab;
+  o.max_heads = r.spec.heads;
+  const DeviceMemoryInfo dev = cuda_device_memory(o.device);  // the context exists from here on
+  r.dtype = DType::kBF16;
+  if (r.gpu_budget == 0) r.gpu_budget = dev.total;
+  SF_CHECK(r.gpu_budget <= dev.total, "--gpu-memory ", r.gpu_budget >> 20,
+           " MiB is more than the device has (", dev.total >> 20, " MiB)");
+  r.device_outside = dev.used + kCudaLibraryReserve;
+  r.backend_scratch = [o](int64_t M) {
+    CudaBackendOptions m = o;
+    m.max_tokens = M;
+    return uint64_t(cuda_backend_scratch_bytes(m));
+  };
+  s.plan = make_plan(r);
+  o.max_tokens = s.plan.micro_tokens;
+  s.backend = make_cuda_backend(o);
+  return s;
+}
+
+}  // namespace sf

@@ -1,0 +1,27 @@
+// defines: sf::RunSetup, sf::make_run_setup — a run's backend and engine plan, made in the order a
+// GPU budget needs: the plan first (the backend's scratch grows with the micro-batch M it picks),
+// then the backend with workspaces for M tokens.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "engine/plan.h"
+
+namespace sf {
+
+struct RunSetup {
+  std::unique_ptr<Backend> backend;
+  EnginePlan plan;  // what the engine will allocate (it re-checks with the device's real use)
+};
+
+// `backend`: auto | cpu | cuda. On CUDA without a budget the device's total memory is the budget.
+RunSetup make_run_setup(const std::string& backend, PlanRequest request);
+
+// Device memory the CUDA libraries take when the backend is made (cuBLASLt and cuDNN handles,
+// kernels' modules), beyond the scratch the planner counts: reserved in the plan before the
+// backend exists; the engine then checks the budget against the device's real use.
+constexpr uint64_t kCudaLibraryReserve = uint64_t(768) << 20;
+
+}  // namespace sf
