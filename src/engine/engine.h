@@ -124,7 +124,8 @@ class Engine {
   EnginePlan plan_;
   int64_t step_ = 0;
 
-  Buffer host_state_, host_grads_, host_batch_, host_ckpt_, dev_;
+  std::vector<Buffer> host_state_, host_ckpt_;  // one per unit, one per layer
+  Buffer host_grads_, host_batch_, dev_;
   std::vector<std::unique_ptr<HostUnit>> host_;
   std::unique_ptr<UpdateWorker> worker_;
   std::unique_ptr<Stream> compute_, h2d_, d2h_, grad_d2h_;

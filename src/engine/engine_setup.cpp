@@ -1,0 +1,217 @@
+// The engine's construction and state access: allocation from the plan, weights in and out,
+// optimizer state for checkpoints. The step's schedule is in engine.cpp.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "core/error.h"
+#include "core/host_memory.h"
+#include "engine/engine.h"
+#include "engine/engine_slot.h"
+#include "engine/pinned_alloc.h"
+#include "model/rope.h"
+
+namespace sf {
+
+namespace {
+
+// Refuses, before anything is allocated, a run whose host memory (all of it taken at start)
+// exceeds what the machine can give: the alternative is the OOM killer midway through the
+// allocation or, worse, at the first step, with no message. It counts the plan's pinned buffers,
+// what the process already holds (its heap: the tokenised data, the tokenizer) and a margin for
+// what it will still take outside the plan — the driver's bookkeeping of pinned memory, the
+// CUDA libraries' host allocations, the copy of a checkpoint being written — of 2 GiB plus 2 %
+// of the pinned total. (The checkpoint read at start is a read-only mapping: its pages are page
+// cache the kernel reclaims, not memory the process holds.)
+void check_host_memory(const EnginePlan& plan) {
+  const std::optional<HostMemory> avail = host_memory_available();
+  const uint64_t pinned = plan.host.total();
+  const uint64_t held = process_memory().rss;
+  const uint64_t margin = (uint64_t(2) << 30) + pinned / 50;
+  const uint64_t need = pinned + held + margin;
+  if (!avail || need <= avail->bytes) return;
+  SF_FAIL("not enough host memory for this run: it needs ", gib(need), " — ", gib(pinned),
+          " for the engine (", plan.describe(), "), ", gib(held),
+          " this process already holds (data, tokenizer) and a margin of ", gib(margin),
+          " (2 GiB + 2 % of the engine's) — and this machine has ", gib(avail->bytes),
+          " available (", avail->source,
+          "). Train a smaller model or on a machine with more memory; if the checkpoints are "
+          "what does not fit, lower the tokens per step (--batch-size, --cutoff-len)");
+}
+
+}  // namespace
+
+Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
+    : be_(backend), spec_(std::move(spec)), opt_(options), dt_(backend.compute_dtype()) {
+  const int L = int(spec_.layers);
+  SF_CHECK(opt_.max_tokens > 0 && opt_.max_sequences > 0,
+           "engine: max_tokens and max_sequences must be positive");
+  PlanRequest req;
+  req.spec = spec_;
+  req.dtype = dt_;
+  req.window = opt_.window;
+  req.max_tokens = opt_.max_tokens;
+  req.max_sequences = opt_.max_sequences;
+  req.max_sample_tokens = opt_.max_sample_tokens;
+  req.micro_tokens = opt_.micro_tokens;
+  req.gpu_budget = opt_.gpu_budget;
+  req.device_outside = be_.device_memory().used;  // the context and the backend's scratch
+  req.clipping = opt_.max_grad_norm > 0;
+  req.grad_piece = opt_.grad_piece;
+  plan_ = make_plan(req);
+  opt_.window = plan_.window;
+  const size_t dsz = dtype_size(dt_);
+  const int64_t T = opt_.max_tokens, C = spec_.hidden;
+
+  // ---- pinned host: master/m/v and gradients per unit, batch staging, checkpoints ----
+  host_.push_back(std::make_unique<HostUnit>());
+  host_[0]->layout = outer_layout(spec_);
+  for (int i = 0; i < L; ++i) {
+    host_.push_back(std::make_unique<HostUnit>());
+    host_.back()->layout = layer_layout(spec_, i);
+  }
+  check_host_memory(plan_);
+  // One pinned buffer per unit (master, m, v and, with clipping, its gradient) and per layer
+  // checkpoint, taken by several threads at once (pinned_alloc.h).
+  {
+    const bool held = plan_.grad_ring_slots == 0;
+    std::vector<size_t> sizes;
+    for (auto& h : host_)
+      sizes.push_back(HostUnit::state_bytes(h->layout.numel) +
+                      (held ? HostUnit::grad_bytes(h->layout.numel, dt_) : 0));
+    for (int i = 0; i < L; ++i) sizes.push_back(size_t(T * C) * dsz);
+    std::vector<Buffer> bufs = alloc_pinned(be_, sizes, "master weights, Adam state, checkpoints");
+    for (size_t u = 0; u < host_.size(); ++u) {
+      char* base = static_cast<char*>(bufs[u].data());
+      host_[u]->carve(base, held ? base + HostUnit::state_bytes(host_[u]->layout.numel) : nullptr);
+      host_state_.push_back(std::move(bufs[u]));
+    }
+    for (int i = 0; i < L; ++i) {
+      host_ckpt_.push_back(std::move(bufs[host_.size() + size_t(i)]));
+      ckpt_.push_back(static_cast<char*>(host_ckpt_.back().data()));
+    }
+    if (!held) {
+      host_grads_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.grads, "gradient ring");
+      ring_ = std::make_unique<GradRing>(host_grads_.data(), plan_.grad_ring_slots,
+                                         HostUnit::grad_bytes(plan_.grad_piece, dt_));
+    }
+  }
+  host_batch_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.staging, "batch staging");
+  host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
+                                        batch_ints(T, opt_.max_sequences) * 4);
+
+  // ---- device: one buffer, carved as the plan measured it ----
+  const PlanDims dims{plan_.window, T, opt_.max_sequences, plan_.micro_tokens, plan_.upload_tile};
+  dev_ = be_.alloc(MemoryKind::kDevice, plan_.device.engine(), "device cache units and workspace");
+  parts_ = carve_device(spec_, dt_, dims, dev_.data(), nullptr);
+  for (int k = 0; k < opt_.window; ++k) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->mem = parts_.slots[size_t(k)];
+  }
+  inv_freq_ = rope_inv_freq(spec_);
+  in_.inv_freq = Tensor(parts_.inv_freq, DType::kF32, {int64_t(inv_freq_.size())});
+  loss_sum_ = Tensor(parts_.loss, DType::kF32, {1});
+
+  for (auto& s : slots_) {
+    s->loaded = be_.create_event();
+    s->params_free = be_.create_event();
+    s->grads_ready = be_.create_event();
+    s->stage_free = be_.create_event();
+  }
+  outer_loaded_ = be_.create_event();
+  outer_params_free_ = be_.create_event();
+  outer_grads_ready_ = be_.create_event();
+  outer_stage_free_ = be_.create_event();
+  for (int k = 0; k < 2; ++k) {
+    act_saved_[k] = be_.create_event();
+    act_ready_[k] = be_.create_event();
+    restored_[k] = be_.create_event();
+    restore_free_[k] = be_.create_event();
+  }
+  compute_ = be_.create_stream("compute");
+  h2d_ = be_.create_stream("h2d");
+  d2h_ = be_.create_stream("d2h");  // activation checkpoints
+  // Gradients have a stream of their own: when the ring is full it waits for the optimizer, and
+  // the next step's checkpoint offloads must not queue behind it.
+  grad_d2h_ = be_.create_stream("grad d2h");
+  be_.copy(in_.inv_freq.data, inv_freq_.data(), inv_freq_.size() * 4, *h2d_);
+  be_.synchronize(*h2d_);
+
+  std::vector<HostUnit*> units;
+  for (auto& h : host_) units.push_back(h.get());
+  worker_ = std::make_unique<UpdateWorker>(units, dt_, opt_.adamw, opt_.max_grad_norm);
+}
+
+Engine::~Engine() {
+  // Drain the streams before their buffers go away; errors were reported where they happened.
+  try {
+    for (Stream* s : {compute_.get(), h2d_.get(), d2h_.get(), grad_d2h_.get()})
+      if (s) be_.synchronize(*s);
+  } catch (...) {
+  }
+}
+
+void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& fill) {
+  worker_->wait_all();
+  for (auto& h : host_) {
+    std::memset(h->master, 0, size_t(h->layout.numel) * 4);
+    for (const auto& e : h->layout.entries) fill(e.desc, h->master + e.offset);
+    std::memset(h->m, 0, size_t(h->layout.numel) * 4);
+    std::memset(h->v, 0, size_t(h->layout.numel) * 4);
+  }
+  outer_version_ = -1;
+  for (auto& s : slots_) s->layer = -1;
+}
+
+void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
+  worker_->wait_all();
+  for (auto& h : host_)
+    for (const auto& e : h->layout.entries)
+      fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset});
+  outer_version_ = -1;
+  for (auto& s : slots_) s->layer = -1;
+}
+
+void Engine::set_steps_done(int64_t steps) {
+  SF_CHECK(steps >= 0, "steps done must not be negative (got ", steps, ")");
+  worker_->reset_steps(steps);
+  step_ = steps;
+  outer_version_ = -1;
+  for (auto& s : slots_) s->layer = -1;
+}
+
+void Engine::visit_weights(const std::function<void(const TensorDesc&, const float*)>& fn) {
+  worker_->wait_all();
+  for (auto& h : host_)
+    for (const auto& e : h->layout.entries) fn(e.desc, h->master + e.offset);
+}
+
+int Engine::find_tensor(const std::string& name, const UnitLayout::Entry** entry) {
+  for (size_t u = 0; u < host_.size(); ++u)
+    for (const auto& e : host_[u]->layout.entries)
+      if (e.desc.name == name) {
+        *entry = &e;
+        return int(u);
+      }
+  SF_FAIL("no tensor named '", name, "' in this ", spec_.arch_name, " model");
+}
+
+std::vector<float> Engine::gradient(const std::string& name) {
+  worker_->wait_grad_norm();
+  const UnitLayout::Entry* e = nullptr;
+  int u = find_tensor(name, &e);
+  SF_CHECK(host_[size_t(u)]->grad, "gradient('", name, "'): without clipping gradients pass ",
+           "through a ring and are not kept");
+  std::vector<float> out(size_t(e->numel));
+  const char* g =
+      static_cast<const char*>(host_[size_t(u)]->grad) + size_t(e->offset) * dtype_size(dt_);
+  for (int64_t i = 0; i < e->numel; ++i) {
+    if (dt_ == DType::kF32)
+      out[size_t(i)] = reinterpret_cast<const float*>(g)[i];
+    else
+      out[size_t(i)] = bf16_to_f32(reinterpret_cast<const uint16_t*>(g)[i]);
+  }
+  return out;
+}
+
+}  // namespace sf
