@@ -99,14 +99,64 @@ void Engine::upload_unit(const HostUnit& h, void* device_params) {
   }
 }
 
-void Engine::ensure_outer_loaded() {
-  if (outer_version_ == want_version_) return;
-  worker_->wait_updated(0, want_version_);
-  be_.wait(*h2d_, *outer_params_free_);
-  upload_unit(*host_[0], parts_.outer_params);
-  be_.record(*outer_loaded_, *h2d_);
-  be_.wait(*compute_, *outer_loaded_);
-  outer_version_ = want_version_;
+void Engine::prefetch(OuterPart& o) {
+  if (o.version == want_version_) return;
+  worker_->wait_updated(o.unit, want_version_);
+  be_.wait(*h2d_, *o.params_free);
+  upload_unit(*host_[size_t(o.unit)],
+              static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_));
+  be_.record(*o.loaded, *h2d_);
+  o.version = want_version_;
+}
+
+void Engine::ensure_loaded(OuterPart& o) {
+  prefetch(o);
+  be_.wait(*compute_, *o.loaded);
+}
+
+Tensor Engine::outer_grads(const OuterPart& o) const {
+  return Tensor(parts_.outer_grads + o.grad_offset, DType::kF32, {o.numel});
+}
+
+OuterParams Engine::outer_grad_views() const {
+  OuterParams g;
+  g.embed = host_[0]->layout.view(int(OuterTensor::kEmbed), outer_grads(*embed_part_).data,
+                                  DType::kF32);
+  const UnitLayout& h = host_.back()->layout;
+  g.norm = h.view(int(OuterTensor::kFinalNorm), outer_grads(*head_part_).data, DType::kF32);
+  g.head = spec_.tie_word_embeddings
+               ? g.embed
+               : h.view(int(OuterTensor::kLmHead), outer_grads(*head_part_).data, DType::kF32);
+  return g;
+}
+
+void Engine::clear_outer_grads(OuterPart& o) {
+  // Untied, the two parts share the buffer: the other's D2H source must have been read (the
+  // fp32 buffer itself without a stage); stream order covers the other's conversion.
+  const bool shared = !spec_.tie_word_embeddings;
+  if (!parts_.outer_stage) {
+    be_.wait(*compute_, *o.stage_free);
+    if (shared) be_.wait(*compute_, *other(o).stage_free);
+  }
+  be_.fill_zero(outer_grads(o), *compute_);
+}
+
+Engine::OuterPart& Engine::other(const OuterPart& o) {
+  return &o == embed_part_.get() ? *head_part_ : *embed_part_;
+}
+
+void Engine::send_outer_gradient(OuterPart& o) {
+  const void* src = outer_grads(o).data;
+  if (parts_.outer_stage) {
+    void* stage =
+        static_cast<char*>(parts_.outer_stage) + size_t(o.grad_offset) * dtype_size(dt_);
+    be_.wait(*compute_, *o.stage_free);  // the last D2H from the stage is done
+    if (!spec_.tie_word_embeddings) be_.wait(*compute_, *other(o).stage_free);  // shared stage
+    be_.convert(Tensor(stage, dt_, {o.numel}), outer_grads(o), *compute_);
+    src = stage;
+  }
+  be_.record(*o.grads_ready, *compute_);
+  send_gradient(o.unit, src, *o.grads_ready, *o.stage_free);
 }
 
 Engine::Slot& Engine::slot_of(int layer) { return *slots_[size_t(layer % opt_.window)]; }
@@ -161,6 +211,7 @@ void Engine::forward_layers(bool save_checkpoints) {
   const int L = int(spec_.layers);
   for (int i = 0; i < L; ++i) {
     for (int j = i; j < std::min(i + opt_.window, L); ++j) load_layer(j);
+    if (i + opt_.window >= L) prefetch(*head_part_);  // behind the last layer's load
     Slot& s = slot_of(i);
     be_.wait(*compute_, *s.loaded);
     Tensor x = act_[i % 2], y = act_[(i + 1) % 2];
@@ -191,24 +242,28 @@ StepResult Engine::step(const Batch& batch, float lr) {
   want_version_ = step_ - 1;
   worker_->begin_step(step_, lr);
   upload_batch(batch);
-  OuterParams op = OuterParams::view(spec_, host_[0]->layout, parts_.outer_params, dt_);
-  OuterParams og = OuterParams::view(spec_, host_[0]->layout, parts_.outer_grads, DType::kF32);
+  OuterParams op = OuterParams::view(spec_, outer_layout_, parts_.outer_params, dt_);
+  const OuterParams og = outer_grad_views();
   const float grad_scale = 1.0f / float(r.valid_targets);  // one count for the whole step
 
   // ---- forward ----
-  ensure_outer_loaded();
-  // Without a compute-dtype stage the D2H reads the fp32 gradients themselves: it must be done.
-  if (!parts_.outer_stage) be_.wait(*compute_, *outer_stage_free_);
-  be_.fill_zero(Tensor(parts_.outer_grads, DType::kF32, {host_[0]->layout.numel}), *compute_);
+  ensure_loaded(*embed_part_);
+  clear_outer_grads(*head_part_);
+  if (spec_.tie_word_embeddings) clear_outer_grads(*embed_part_);  // the head adds into it
   be_.fill_zero(loss_sum_, *compute_);
   embed_forward(op);
   forward_layers(/*save_checkpoints=*/true);
 
   // ---- head, micro-batch by micro-batch: the loss and ∂L/∂x_L ----
+  ensure_loaded(*head_part_);
   for (Micro& m : micro_)
     head_forward_backward(be_, spec_, op, og, m.in, m.head_ws, rows(act_[L % 2], m),
                           rows(grad_, m), loss_sum_, grad_scale, *compute_);
   be_.copy(host_loss_, loss_sum_.data, 4, *compute_);
+  // The head's gradient (final norm and, untied, lm_head) is complete: its update overlaps the
+  // backward of the layers instead of delaying the next step.
+  be_.record(*head_part_->params_free, *compute_);
+  send_outer_gradient(*head_part_);
 
   // ---- backward ----
   // The checkpoints must be on the host before any is brought back.
@@ -251,6 +306,7 @@ StepResult Engine::step(const Batch& batch, float lr) {
     be_.record(*s.grads_ready, *compute_);
     send_gradient(1 + j, src, *s.grads_ready, *s.stage_free);
   }
+  if (!spec_.tie_word_embeddings) clear_outer_grads(*embed_part_);  // after the head's turn
   // transformers' nn.Embedding(padding_idx=pad_token_id) gives the pad row no gradient from the
   // lookup; with tied weights the head's share of that row stays: save the row, restore it.
   const int64_t pad = spec_.pad_token_id;
@@ -260,19 +316,8 @@ StepResult Engine::step(const Batch& batch, float lr) {
   for (const Micro& m : micro_)
     be_.embedding_backward(og.embed, m.in.ids, rows(grad_, m), *compute_);
   if (pad_grad) be_.copy(pad_grad, parts_.pad_row, row_bytes, *compute_);
-  {
-    const int64_t n = host_[0]->layout.numel;
-    be_.record(*outer_params_free_, *compute_);
-    const void* src = parts_.outer_grads;
-    if (parts_.outer_stage) {
-      be_.wait(*compute_, *outer_stage_free_);
-      be_.convert(Tensor(parts_.outer_stage, dt_, {n}),
-                  Tensor(parts_.outer_grads, DType::kF32, {n}), *compute_);
-      src = parts_.outer_stage;
-    }
-    be_.record(*outer_grads_ready_, *compute_);
-    send_gradient(0, src, *outer_grads_ready_, *outer_stage_free_);
-  }
+  be_.record(*embed_part_->params_free, *compute_);  // (tied: the head read it too)
+  send_outer_gradient(*embed_part_);
   be_.synchronize(*compute_);
   r.loss = double(*host_loss_) / double(r.valid_targets);
   r.grad_norm = worker_->wait_grad_norm();
@@ -289,14 +334,16 @@ EvalResult Engine::evaluate(const Batch& batch) {
   if (r.valid_targets == 0) return r;
   want_version_ = step_;
   upload_batch(batch);
-  OuterParams op = OuterParams::view(spec_, host_[0]->layout, parts_.outer_params, dt_);
-  OuterParams og = OuterParams::view(spec_, host_[0]->layout, parts_.outer_grads, DType::kF32);
-  ensure_outer_loaded();
+  OuterParams op = OuterParams::view(spec_, outer_layout_, parts_.outer_params, dt_);
+  const OuterParams og = outer_grad_views();
+  ensure_loaded(*embed_part_);
   embed_forward(op);
   forward_layers(/*save_checkpoints=*/false);
+  ensure_loaded(*head_part_);
   // The fused head also forms gradients: they go to the outer unit's fp32 gradient scratch, which
   // the next step clears before use; without a stage the last D2H reads it: wait for that.
-  if (!parts_.outer_stage) be_.wait(*compute_, *outer_stage_free_);
+  if (!parts_.outer_stage)
+    for (OuterPart* o : {embed_part_.get(), head_part_.get()}) be_.wait(*compute_, *o->stage_free);
   be_.fill_zero(loss_sum_, *compute_);
   for (Micro& m : micro_)
     head_forward_backward(be_, spec_, op, og, m.in, m.head_ws, rows(act_[spec_.layers % 2], m),
@@ -314,10 +361,11 @@ std::vector<float> Engine::logits(const Batch& batch) {
   upload_batch(batch);
   const int64_t T = batch.tokens(), V = spec_.vocab;
   Buffer out = be_.alloc(MemoryKind::kDevice, size_t(T * V) * dtype_size(dt_), "logits");
-  OuterParams op = OuterParams::view(spec_, host_[0]->layout, parts_.outer_params, dt_);
-  ensure_outer_loaded();
+  OuterParams op = OuterParams::view(spec_, outer_layout_, parts_.outer_params, dt_);
+  ensure_loaded(*embed_part_);
   embed_forward(op);
   forward_layers(/*save_checkpoints=*/false);
+  ensure_loaded(*head_part_);
   Tensor logits(out.data(), dt_, {T, V});
   for (Micro& m : micro_)
     head_logits(be_, spec_, op, m.in, m.head_ws, rows(act_[spec_.layers % 2], m), rows(logits, m),

@@ -71,7 +71,9 @@ class Engine {
 
   const ModelSpec& spec() const { return spec_; }
   const EnginePlan& plan() const { return plan_; }
-  int units() const { return int(host_.size()); }  // 0 = outer unit, 1 + i = layer i
+  // 0 = the embedding, 1 + i = layer i, 1 + layers = the final norm and head (with tied
+  // embeddings, the norm alone): the order of their updates in a clipped step.
+  int units() const { return int(host_.size()); }
   const UnitLayout& layout(int unit) const { return host_[size_t(unit)]->layout; }
 
   // Fills fp32 master weights tensor by tensor (e.g. from a checkpoint); call before training.
@@ -108,7 +110,15 @@ class Engine {
   // Copies unit u's gradient (compute dtype, on the device) to the optimizer, on the gradient
   // stream, after `ready`; records `source_free` once `src` has been read.
   void send_gradient(int unit, const void* src, Event& ready, Event& source_free);
-  void ensure_outer_loaded();
+  struct OuterPart;  // the embedding or the head range of the outer unit on the device
+  void prefetch(OuterPart& part);       // issues the part's upload (H2D) if it is stale
+  void ensure_loaded(OuterPart& part);  // and makes compute wait for it
+  Tensor outer_grads(const OuterPart& part) const;  // its fp32 gradient range
+  OuterParams outer_grad_views() const;             // embed, norm, head gradients
+  OuterPart& other(const OuterPart& part);
+  void clear_outer_grads(OuterPart& part);
+  // Converts the part's fp32 gradients to the compute dtype and sends them to the optimizer.
+  void send_outer_gradient(OuterPart& part);
   void load_layer(int layer);  // into slot layer % W, unless already there for this step
   Slot& slot_of(int layer);
   void embed_forward(const OuterParams& op);
@@ -134,9 +144,9 @@ class Engine {
   // device side
   DeviceParts parts_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  int64_t outer_version_ = -1;
+  UnitLayout outer_layout_;  // embedding, final norm, head, as they lie in the device buffers
+  std::unique_ptr<OuterPart> embed_part_, head_part_;
   int64_t want_version_ = 0;  // the weights the loads of the current pass must carry
-  std::unique_ptr<Event> outer_loaded_, outer_params_free_, outer_grads_ready_, outer_stage_free_;
   StepInputs in_;  // the whole step
   std::vector<Micro> micro_;
   Tensor act_[2], restore_[2], grad_, loss_sum_;

@@ -64,12 +64,25 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   const int64_t T = opt_.max_tokens, C = spec_.hidden;
 
   // ---- pinned host: master/m/v and gradients per unit, batch staging, checkpoints ----
+  // Units: the embedding, the layers, the final norm and head (outer_layout_ keeps the three
+  // together on the device; the host updates them as two units).
+  outer_layout_ = outer_layout(spec_);
   host_.push_back(std::make_unique<HostUnit>());
-  host_[0]->layout = outer_layout(spec_);
+  host_[0]->layout = slice_layout(outer_layout_, 0, 1);
   for (int i = 0; i < L; ++i) {
     host_.push_back(std::make_unique<HostUnit>());
     host_.back()->layout = layer_layout(spec_, i);
   }
+  host_.push_back(std::make_unique<HostUnit>());
+  host_.back()->layout = slice_layout(outer_layout_, 1, outer_layout_.entries.size());
+  embed_part_ = std::make_unique<OuterPart>();
+  head_part_ = std::make_unique<OuterPart>();
+  embed_part_->unit = 0;
+  embed_part_->numel = host_[0]->layout.numel;
+  head_part_->unit = L + 1;
+  head_part_->offset = embed_part_->numel;
+  head_part_->numel = host_.back()->layout.numel;
+  head_part_->grad_offset = spec_.tie_word_embeddings ? embed_part_->numel : 0;
   check_host_memory(plan_);
   // One pinned buffer per unit (master, m, v and, with clipping, its gradient) and per layer
   // checkpoint, taken by several threads at once (pinned_alloc.h).
@@ -118,10 +131,12 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     s->grads_ready = be_.create_event();
     s->stage_free = be_.create_event();
   }
-  outer_loaded_ = be_.create_event();
-  outer_params_free_ = be_.create_event();
-  outer_grads_ready_ = be_.create_event();
-  outer_stage_free_ = be_.create_event();
+  for (OuterPart* o : {embed_part_.get(), head_part_.get()}) {
+    o->loaded = be_.create_event();
+    o->params_free = be_.create_event();
+    o->grads_ready = be_.create_event();
+    o->stage_free = be_.create_event();
+  }
   for (int k = 0; k < 2; ++k) {
     act_saved_[k] = be_.create_event();
     act_ready_[k] = be_.create_event();
@@ -159,7 +174,7 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
     std::memset(h->m, 0, size_t(h->layout.numel) * 4);
     std::memset(h->v, 0, size_t(h->layout.numel) * 4);
   }
-  outer_version_ = -1;
+  embed_part_->version = head_part_->version = -1;
   for (auto& s : slots_) s->layer = -1;
 }
 
@@ -168,7 +183,7 @@ void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
   for (auto& h : host_)
     for (const auto& e : h->layout.entries)
       fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset});
-  outer_version_ = -1;
+  embed_part_->version = head_part_->version = -1;
   for (auto& s : slots_) s->layer = -1;
 }
 
@@ -176,7 +191,7 @@ void Engine::set_steps_done(int64_t steps) {
   SF_CHECK(steps >= 0, "steps done must not be negative (got ", steps, ")");
   worker_->reset_steps(steps);
   step_ = steps;
-  outer_version_ = -1;
+  embed_part_->version = head_part_->version = -1;
   for (auto& s : slots_) s->layer = -1;
 }
 

@@ -17,4 +17,12 @@ struct Engine::Slot {
 };
 
 
+struct Engine::OuterPart {
+  int unit = 0;
+  int64_t offset = 0, numel = 0;  // elements of the outer weights buffer
+  int64_t grad_offset = 0;        // of the outer gradient and stage buffers (shared untied)
+  int64_t version = -1;
+  std::unique_ptr<Event> loaded, params_free, grads_ready, stage_free;  // as a Slot's
+};
+
 }  // namespace sf

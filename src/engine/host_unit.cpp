@@ -12,6 +12,20 @@ size_t HostUnit::grad_bytes(int64_t numel, DType compute) {
   return round_up(size_t(numel) * dtype_size(compute));
 }
 
+UnitLayout slice_layout(const UnitLayout& whole, size_t first, size_t end) {
+  UnitLayout u;
+  u.index.assign(whole.index.size(), -1);
+  const int64_t base = first < whole.entries.size() ? whole.entries[first].offset : whole.numel;
+  for (size_t k = first; k < end; ++k) {
+    UnitLayout::Entry e = whole.entries[k];
+    e.offset -= base;
+    u.index[size_t(e.kind)] = int(u.entries.size());
+    u.entries.push_back(std::move(e));
+  }
+  u.numel = (end < whole.entries.size() ? whole.entries[end].offset : whole.numel) - base;
+  return u;
+}
+
 void HostUnit::carve(void* state, void* g) {
   char* p = static_cast<char*>(state);
   const size_t n = round_up(size_t(layout.numel) * 4);

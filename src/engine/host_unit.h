@@ -24,4 +24,9 @@ struct HostUnit {
   void carve(void* state, void* grad);
 };
 
+// Entries [first, end) of `whole` as a layout of their own, offsets counted from the first's:
+// the outer unit (embedding, final norm, head) is updated as two units, the embedding and the
+// head, whose gradients are complete at different times of the backward.
+UnitLayout slice_layout(const UnitLayout& whole, size_t first, size_t end);
+
 }  // namespace sf

@@ -52,6 +52,12 @@ Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t tile) {
 
 }  // namespace
 
+int64_t outer_grad_elems(const ModelSpec& spec) {
+  const UnitLayout o = outer_layout(spec);
+  const int64_t embed = o.entries.size() > 1 ? o.entries[1].offset : o.numel;
+  return spec.tie_word_embeddings ? o.numel : std::max(embed, o.numel - embed);
+}
+
 int64_t batch_ints(int64_t tokens, int64_t sequences) {
   return 3 * tokens + (sequences + 1) + 2 * sequences;
 }
@@ -71,8 +77,12 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
     mark = b.used();
   };
   p.outer_params = b.take(size_t(outer_n) * dsz);
-  p.outer_grads = static_cast<float*>(b.take(size_t(outer_n) * 4));
-  p.outer_stage = dt != DType::kF32 ? b.take(size_t(outer_n) * dsz) : nullptr;
+  // fp32 gradients (and their compute-dtype stage) of the embedding and of the head: untied, the
+  // two are never live at once — the head's are sent right after the head, the embedding's are
+  // formed at the very end — so they share one buffer; tied, the head adds into the embedding's.
+  const int64_t grads_n = outer_grad_elems(spec);
+  p.outer_grads = static_cast<float*>(b.take(size_t(grads_n) * 4));
+  p.outer_stage = dt != DType::kF32 ? b.take(size_t(grads_n) * dsz) : nullptr;
   section(&n.outer);
   p.slots.resize(size_t(d.window));
   for (auto& s : p.slots) {

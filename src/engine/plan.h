@@ -108,6 +108,10 @@ struct PlanDims {
 DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, void* base,
                          DeviceBytes* bytes);
 
+// Elements of the outer unit's fp32 gradient buffer: embedding + head when tied (the head adds
+// into the embedding's), else the larger of the two (they take turns).
+int64_t outer_grad_elems(const ModelSpec& spec);
+
 // I32 entries of the batch area: ids, targets, positions (T each), the step's cu_seqlens
 // (nseq + 1) and every micro-batch's own (at most 2·nseq in all).
 int64_t batch_ints(int64_t tokens, int64_t sequences);
