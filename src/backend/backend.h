@@ -84,6 +84,10 @@ class Backend {
   virtual void wait(Stream& s, Event& e) = 0;          // s waits for e before later work
   virtual void synchronize(Event& e) = 0;              // the host waits for e
   virtual void synchronize(Stream& s) = 0;             // the host waits for all work on s
+  // Events that also tell when they completed, for traces: event_time_us gives that moment on
+  // the host's steady clock (µs); the event must have completed. -1 where a backend cannot.
+  virtual std::unique_ptr<Event> create_timing_event() { return create_event(); }
+  virtual double event_time_us(Event& e) { return -1; }
   // Any direction (host<->device, device<->device); bytes, no conversion.
   virtual void copy(void* dst, const void* src, size_t bytes, Stream& s) = 0;
   // Runs fn on a backend thread once all earlier work on s is done; later work on s waits for it.

@@ -23,7 +23,7 @@ int cmd_train(const std::vector<std::string>& argv) {
          {"model", "data", "output", "steps", "batch-size", "cutoff-len", "lr", "beta1", "beta2",
           "eps", "weight-decay", "max-grad-norm", "schedule", "warmup-steps", "seed", "window",
           "save-dtype", "backend", "tokenizer", "dataset-format", "columns", "chat-template", "loss-mask",
-          "gpu-memory", "micro-batch-tokens"},
+          "gpu-memory", "micro-batch-tokens", "trace"},
          {"shuffle", "packing", "skip-malformed", "no-cache"}, "train");
   TrainConfig c;
   c.model_dir = a.required("model");
@@ -46,6 +46,7 @@ int cmd_train(const std::vector<std::string>& argv) {
   if (const std::string g = a.str("gpu-memory", ""); !g.empty())
     c.gpu_memory = parse_size(g, "--gpu-memory");
   c.micro_batch_tokens = a.integer("micro-batch-tokens", 0);
+  c.trace = a.str("trace", "");
   c.save_dtype = a.str("save-dtype", c.save_dtype);
   c.backend = a.str("backend", c.backend);
   c.tokenizer_dir = a.str("tokenizer", "");

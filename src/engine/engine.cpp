@@ -88,23 +88,46 @@ void Engine::select(const Micro& m) {
 
 // fp32 master weights go to the device tile by tile and are cast there into the compute dtype,
 // all on the H2D stream (stream order keeps the tile from being overwritten before its cast).
-void Engine::upload_unit(const HostUnit& h, void* device_params) {
+void Engine::upload_unit(int unit, void* device_params) {
+  const HostUnit& h = *host_[size_t(unit)];
   const int64_t n = h.layout.numel, tile = plan_.upload_tile;
   const size_t dsz = dtype_size(dt_);
+  Event* t = tmark(*h2d_);
   for (int64_t off = 0; off < n; off += tile) {
     const int64_t k = std::min(tile, n - off);
     be_.copy(parts_.upload, h.master + off, size_t(k) * 4, *h2d_);
     be_.convert(Tensor(static_cast<char*>(device_params) + size_t(off) * dsz, dt_, {k}),
                 Tensor(parts_.upload, DType::kF32, {k}), *h2d_);
   }
+  tspan(TraceTrack::kH2D, "load " + unit_name(unit), t, *h2d_, uint64_t(n) * 4);
+}
+
+Event* Engine::tmark(Stream& s) { return trace_ ? trace_->mark(s) : nullptr; }
+
+void Engine::tspan(TraceTrack track, const std::string& name, Event* begin, Stream& s,
+                   uint64_t bytes) {
+  if (trace_) trace_->gpu_span(track, name, begin, trace_->mark(s), bytes);
+}
+
+std::string Engine::unit_name(int unit) const {
+  if (unit == 0) return "embedding";
+  if (unit == int(spec_.layers) + 1) return "head";
+  return "L" + std::to_string(unit - 1);
+}
+
+void Engine::wait_updated(int unit) {
+  const double t0 = trace_ ? Trace::now_us() : 0;
+  worker_->wait_updated(unit, want_version_);
+  if (!trace_) return;
+  const double t1 = Trace::now_us();
+  if (t1 - t0 > 20) trace_->host_span(TraceTrack::kEngine, "wait for " + unit_name(unit), t0, t1);
 }
 
 void Engine::prefetch(OuterPart& o) {
   if (o.version == want_version_) return;
-  worker_->wait_updated(o.unit, want_version_);
+  wait_updated(o.unit);
   be_.wait(*h2d_, *o.params_free);
-  upload_unit(*host_[size_t(o.unit)],
-              static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_));
+  upload_unit(o.unit, static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_));
   be_.record(*o.loaded, *h2d_);
   o.version = want_version_;
 }
@@ -165,9 +188,9 @@ void Engine::load_layer(int layer) {
   Slot& s = slot_of(layer);
   if (s.layer == layer && s.version == want_version_) return;  // still cached: reuse
   HostUnit& h = *host_[size_t(1 + layer)];
-  worker_->wait_updated(1 + layer, want_version_);
+  wait_updated(1 + layer);
   be_.wait(*h2d_, *s.params_free);
-  upload_unit(h, s.mem.params);
+  upload_unit(1 + layer, s.mem.params);
   be_.record(*s.loaded, *h2d_);
   s.layer = layer;
   s.version = want_version_;
@@ -181,9 +204,12 @@ void Engine::send_gradient(int unit, const void* src, Event& ready, Event& sourc
   const size_t dsz = dtype_size(dt_);
   UpdateWorker* w = worker_.get();
   be_.wait(*grad_d2h_, ready);
+  Event* t = tmark(*grad_d2h_);
+  const std::string name = "gradient " + unit_name(unit);
   if (!ring_) {  // clipping: the unit's own host gradient, kept until the norm is known
     be_.copy(h.grad, src, size_t(n) * dsz, *grad_d2h_);
     be_.record(source_free, *grad_d2h_);
+    tspan(TraceTrack::kGradD2H, name, t, *grad_d2h_, uint64_t(n) * dsz);
     be_.host_callback(*grad_d2h_, [w, unit] { w->grad_ready(unit); });
     return;
   }
@@ -200,11 +226,15 @@ void Engine::send_gradient(int unit, const void* src, Event& ready, Event& sourc
     });
   }
   be_.record(source_free, *grad_d2h_);
+  tspan(TraceTrack::kGradD2H, name + " (with waits for ring slots)", t, *grad_d2h_,
+        uint64_t(n) * dsz);
 }
 
 void Engine::embed_forward(const OuterParams& op) {
+  Event* t = tmark(*compute_);
   for (const Micro& m : micro_)
     be_.embedding_forward(rows(act_[0], m), m.in.ids, op.embed, *compute_);
+  tspan(TraceTrack::kCompute, "embedding forward", t, *compute_);
 }
 
 void Engine::forward_layers(bool save_checkpoints) {
@@ -219,15 +249,19 @@ void Engine::forward_layers(bool save_checkpoints) {
       // x_i is complete: offload it while the layer computes.
       be_.record(*act_ready_[i % 2], *compute_);
       be_.wait(*d2h_, *act_ready_[i % 2]);
+      Event* t = tmark(*d2h_);
       be_.copy(ckpt_[size_t(i)], x.data, x.bytes(), *d2h_);
+      tspan(TraceTrack::kCheckpointD2H, "checkpoint L" + std::to_string(i), t, *d2h_, x.bytes());
       be_.record(*act_saved_[i % 2], *d2h_);
       // y overwrites x_{i-1}: its offload must be done.
       if (i >= 1) be_.wait(*compute_, *act_saved_[(i + 1) % 2]);
     }
+    Event* t = tmark(*compute_);
     for (Micro& m : micro_) {
       select(m);
       layer_forward(be_, spec_, s.p, m.in, m.ws, rows(x, m), rows(y, m), *compute_);
     }
+    tspan(TraceTrack::kCompute, "forward L" + std::to_string(i), t, *compute_);
     be_.record(*s.params_free, *compute_);
   }
 }
@@ -239,6 +273,8 @@ StepResult Engine::step(const Batch& batch, float lr) {
   r.valid_targets = batch.valid_targets();
   SF_CHECK(r.valid_targets > 0, "step ", step_ + 1, ": every label is -100, nothing to learn from");
   ++step_;
+  const double t_step = Trace::now_us();
+  if (trace_) trace_->begin_step(step_);
   want_version_ = step_ - 1;
   worker_->begin_step(step_, lr);
   upload_batch(batch);
@@ -256,9 +292,11 @@ StepResult Engine::step(const Batch& batch, float lr) {
 
   // ---- head, micro-batch by micro-batch: the loss and ∂L/∂x_L ----
   ensure_loaded(*head_part_);
+  Event* t_head = tmark(*compute_);
   for (Micro& m : micro_)
     head_forward_backward(be_, spec_, op, og, m.in, m.head_ws, rows(act_[L % 2], m),
                           rows(grad_, m), loss_sum_, grad_scale, *compute_);
+  tspan(TraceTrack::kCompute, "head", t_head, *compute_);
   be_.copy(host_loss_, loss_sum_.data, 4, *compute_);
   // The head's gradient (final norm and, untied, lm_head) is complete: its update overlaps the
   // backward of the layers instead of delaying the next step.
@@ -270,7 +308,9 @@ StepResult Engine::step(const Batch& batch, float lr) {
   be_.wait(*h2d_, *act_saved_[(L - 1) % 2]);
   auto restore = [&](int j) {  // brings x_j back into restore_[j % 2]
     be_.wait(*h2d_, *restore_free_[j % 2]);
+    Event* t = tmark(*h2d_);
     be_.copy(restore_[j % 2].data, ckpt_[size_t(j)], restore_[j % 2].bytes(), *h2d_);
+    tspan(TraceTrack::kH2D, "restore L" + std::to_string(j), t, *h2d_, restore_[j % 2].bytes());
     be_.record(*restored_[j % 2], *h2d_);
   };
   for (int k = 0; k < 2; ++k) be_.record(*restore_free_[k], *compute_);
@@ -287,15 +327,17 @@ StepResult Engine::step(const Batch& batch, float lr) {
     }
     const int64_t n = host_[size_t(1 + j)]->layout.numel;
     if (!s.mem.stage) be_.wait(*compute_, *s.stage_free);  // the D2H reads the fp32 grads
+    Event* t = tmark(*compute_);
     be_.fill_zero(Tensor(s.mem.grads, DType::kF32, {n}), *compute_);
     for (Micro& m : micro_) {  // recompute, then differentiate; weight gradients accumulate
       select(m);
       layer_forward(be_, spec_, s.p, m.in, m.ws, rows(x, m), Tensor(), *compute_);
       layer_backward(be_, spec_, s.p, s.g, m.in, m.ws, rows(x, m), rows(grad_, m), *compute_);
     }
+    tspan(TraceTrack::kCompute, "backward L" + std::to_string(j), t, *compute_);
     be_.record(*s.params_free, *compute_);
     if (j < L - 1) be_.record(*restore_free_[j % 2], *compute_);
-    if (j >= 1) restore(j - 1);
+    if (j >= 1 && j < L - 1) restore(j - 1);  // x_{L-2} was brought back before the loop
     const void* src = s.mem.grads;
     if (s.mem.stage) {
       be_.wait(*compute_, *s.stage_free);  // the last D2H from the stage is done
@@ -312,15 +354,18 @@ StepResult Engine::step(const Batch& batch, float lr) {
   const int64_t pad = spec_.pad_token_id;
   float* pad_grad = pad >= 0 ? og.embed.f32() + pad * spec_.hidden : nullptr;
   const size_t row_bytes = size_t(spec_.hidden) * 4;
+  Event* t_embed = tmark(*compute_);
   if (pad_grad) be_.copy(parts_.pad_row, pad_grad, row_bytes, *compute_);
   for (const Micro& m : micro_)
     be_.embedding_backward(og.embed, m.in.ids, rows(grad_, m), *compute_);
   if (pad_grad) be_.copy(pad_grad, parts_.pad_row, row_bytes, *compute_);
+  tspan(TraceTrack::kCompute, "embedding backward", t_embed, *compute_);
   be_.record(*embed_part_->params_free, *compute_);  // (tied: the head read it too)
   send_outer_gradient(*embed_part_);
   be_.synchronize(*compute_);
   r.loss = double(*host_loss_) / double(r.valid_targets);
   r.grad_norm = worker_->wait_grad_norm();
+  if (trace_) trace_->end_step(t_step, Trace::now_us());
   SF_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "step ", step_, ": the loss (",
            r.loss, ") or gradient norm (", r.grad_norm,
            ") is not finite; lower the learning rate or check the data");
@@ -352,6 +397,16 @@ EvalResult Engine::evaluate(const Batch& batch) {
   be_.synchronize(*compute_);
   r.loss_sum = double(*host_loss_);
   return r;
+}
+
+std::vector<std::string> Engine::finish_trace() {
+  if (!trace_) return {};
+  worker_->wait_all();
+  for (Stream* st : {compute_.get(), h2d_.get(), d2h_.get(), grad_d2h_.get()}) be_.synchronize(*st);
+  std::vector<std::string> lines = trace_->finish();
+  worker_->set_trace(nullptr);
+  trace_.reset();
+  return lines;
 }
 
 std::vector<float> Engine::logits(const Batch& batch) {

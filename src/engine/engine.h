@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -23,6 +24,7 @@
 #include "engine/host_unit.h"
 #include "engine/micro_batch.h"
 #include "engine/plan.h"
+#include "engine/trace.h"
 #include "engine/update_worker.h"
 #include "model/layer.h"
 #include "model/spec.h"
@@ -39,6 +41,7 @@ struct EngineOptions {
   AdamWParams adamw;
   float max_grad_norm = 0;     // 0: no clipping
   int64_t grad_piece = 0;      // elements per gradient D2H piece; 0: the plan's default (tests)
+  std::string trace_path;      // non-empty: write the engine's timeline there (engine/trace.h)
 };
 
 struct StepResult {
@@ -95,6 +98,8 @@ class Engine {
   // Forward only: logits [T, V] for the batch, with the current weights.
   std::vector<float> logits(const Batch& batch);
   int64_t steps_done() const { return step_; }
+  // With a trace: waits for all work, writes the file, returns one summary line per step.
+  std::vector<std::string> finish_trace();
 
  private:
   struct Slot;
@@ -106,7 +111,12 @@ class Engine {
   };
   void check_batch(const Batch& batch) const;
   void upload_batch(const Batch& batch);
-  void upload_unit(const HostUnit& h, void* device_params);
+  void upload_unit(int unit, void* device_params);
+  void wait_updated(int unit);  // for the weights the current pass needs
+  std::string unit_name(int unit) const;
+  Event* tmark(Stream& s);  // trace marks; no-ops without a trace
+  void tspan(TraceTrack track, const std::string& name, Event* begin, Stream& s,
+             uint64_t bytes = 0);
   // Copies unit u's gradient (compute dtype, on the device) to the optimizer, on the gradient
   // stream, after `ready`; records `source_free` once `src` has been read.
   void send_gradient(int unit, const void* src, Event& ready, Event& source_free);
@@ -140,6 +150,7 @@ class Engine {
   std::unique_ptr<UpdateWorker> worker_;
   std::unique_ptr<Stream> compute_, h2d_, d2h_, grad_d2h_;
   std::unique_ptr<GradRing> ring_;  // without clipping
+  std::unique_ptr<Trace> trace_;
 
   // device side
   DeviceParts parts_;

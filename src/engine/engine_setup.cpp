@@ -155,6 +155,10 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   std::vector<HostUnit*> units;
   for (auto& h : host_) units.push_back(h.get());
   worker_ = std::make_unique<UpdateWorker>(units, dt_, opt_.adamw, opt_.max_grad_norm);
+  if (!opt_.trace_path.empty()) {
+    trace_ = std::make_unique<Trace>(be_, opt_.trace_path);
+    worker_->set_trace(trace_.get());
+  }
 }
 
 Engine::~Engine() {

@@ -102,7 +102,11 @@ void UpdateWorker::update_unit(int u, int64_t step, float lr, float clip) {
   HostUnit& h = *units_[size_t(u)];
   AdamWParams hp = hp_;
   hp.lr = lr;
+  const double t0 = trace_ ? Trace::now_us() : 0;
   adamw_step(h.master, h.m, h.v, h.grad, grad_dtype_, h.layout.numel, step, hp, clip);
+  if (trace_)
+    trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(u) + " (clipped)",
+                      t0, Trace::now_us(), uint64_t(h.layout.numel), step);
 }
 
 void UpdateWorker::loop() {
@@ -130,6 +134,7 @@ void UpdateWorker::consume(Piece& p) {
   const bool clipping = max_grad_norm_ > 0;
   const int n = int(units_.size());
   const HostUnit& h = *units_[size_t(p.unit)];
+  const double t0 = trace_ ? Trace::now_us() : 0;
   const double ss = sum_squares(p.grad, grad_dtype_, p.count);
   int64_t step;
   float lr;
@@ -148,6 +153,9 @@ void UpdateWorker::consume(Piece& p) {
     hp.lr = lr;
     adamw_step(h.master + p.offset, h.m + p.offset, h.v + p.offset, p.grad, grad_dtype_, p.count,
                step, hp, 1.0f);
+    if (trace_)
+      trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(p.unit), t0,
+                        Trace::now_us(), uint64_t(p.count), step);
     if (unit_done) {
       std::lock_guard<std::mutex> lk(mu_);
       updated_step_[size_t(p.unit)] = step;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/host_unit.h"
+#include "engine/trace.h"
 #include "optim/adamw.h"
 
 namespace sf {
@@ -41,6 +42,8 @@ class UpdateWorker {
   // Blocks until every gradient of the open step has been reduced; returns the global norm.
   double wait_grad_norm();
   void wait_all();
+  // Adam spans go to `trace` (null: none); set before the first step or after wait_all.
+  void set_trace(Trace* trace) { trace_ = trace; }
   // After a resume: every unit carries `steps` updates (waits for pending work first).
   void reset_steps(int64_t steps);
 
@@ -57,6 +60,7 @@ class UpdateWorker {
   void rethrow_locked();
 
   std::vector<HostUnit*> units_;
+  Trace* trace_ = nullptr;
   DType grad_dtype_;
   AdamWParams hp_;
   float max_grad_norm_;

@@ -138,6 +138,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log) {
   opt.gpu_budget = setup.plan.gpu_budget;
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
+  opt.trace_path = c.trace.string();
   const auto t_start = std::chrono::steady_clock::now();
   auto since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -169,6 +170,10 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log) {
     sum.last_loss = r.loss;
     sum.steps = s + 1;
     sum.peak_device_used = std::max(sum.peak_device_used, backend->device_memory().used);
+  }
+  if (!c.trace.empty()) {
+    for (const std::string& line : engine.finish_trace()) log << "trace " << line << "\n";
+    log << "trace written to " << c.trace.string() << " (chrome://tracing or ui.perfetto.dev)\n";
   }
   const ProcessMemory pm = process_memory();
   sum.peak_host_rss = pm.peak_rss;

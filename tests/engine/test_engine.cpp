@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
@@ -236,6 +239,52 @@ TEST(Plan, BudgetChoosesTheMicroBatchAndRefusesWhatCannotFit) {
   r.gpu_budget = 0;
   r.micro_tokens = 100;  // shorter than the longest sample
   EXPECT_THROW(make_plan(r), Error);
+}
+
+// --trace: the timeline has every stream's spans, the optimizer's and one summary per step;
+// tracing changes no result.
+TEST(Engine, TraceRecordsEveryStreamAndChangesNothing) {
+  fs::path dir = tiny_model("trace", "llama", false);
+  const fs::path file = fs::temp_directory_path() / "sf_engine_trace.json";
+  fs::remove(file);
+  TrainRun plain = train(dir, 2, 0.0f, 3);
+  auto be = make_cpu_backend();
+  ModelSpec spec = load_model_spec(dir);
+  EngineOptions opt;
+  opt.window = 2;
+  opt.max_tokens = 64;
+  opt.max_sequences = 4;
+  opt.adamw = AdamWParams{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  opt.trace_path = file.string();
+  Engine e(*be, spec, opt);
+  load_model_weights(e, dir);
+  std::vector<double> losses;
+  for (int s = 0; s < 3; ++s)
+    losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
+  EXPECT_EQ(losses, plain.losses);
+  const std::vector<std::string> summary = e.finish_trace();
+  ASSERT_EQ(summary.size(), 3u);
+  EXPECT_NE(summary[2].find("step 3: "), std::string::npos) << summary[2];
+  EXPECT_NE(summary[2].find("GPU busy"), std::string::npos) << summary[2];
+  std::ifstream f(file);
+  ASSERT_TRUE(f) << file;
+  const nlohmann::json j = nlohmann::json::parse(f);
+  std::map<std::string, int> names;
+  for (const auto& ev : j["traceEvents"]) {
+    if (ev["ph"] != "X") continue;
+    EXPECT_GE(ev["dur"].get<double>(), 0.0);
+    std::string n = ev["name"];
+    names[n.substr(0, n.find(' '))] += 1;
+  }
+  EXPECT_EQ(names["forward"], 3 * 5);   // 5 layers, 3 steps
+  EXPECT_EQ(names["backward"], 3 * 5);
+  EXPECT_EQ(names["checkpoint"], 3 * 5);
+  EXPECT_EQ(names["restore"], 3 * 4);  // the last layer's input never leaves the device
+  EXPECT_GE(names["load"], 3 * 5);
+  EXPECT_EQ(names["gradient"], 3 * 7);  // embedding, 5 layers, head
+  EXPECT_GE(names["AdamW"], 3 * 7);
+  EXPECT_EQ(names["head"], 3);
+  EXPECT_EQ(names["step"], 3);
 }
 
 // A run stopped after k steps, its state copied out and loaded into a fresh engine, continues with

@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -103,8 +104,13 @@ class CpuEvent final : public Event {
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (target > completed_) completed_ = target;
+      done_at_ = std::chrono::steady_clock::now();
     }
     cv_.notify_all();
+  }
+  double done_us() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return std::chrono::duration<double, std::micro>(done_at_.time_since_epoch()).count();
   }
   void wait_for(int64_t target) {
     std::unique_lock<std::mutex> lk(mu_);
@@ -115,6 +121,7 @@ class CpuEvent final : public Event {
   std::mutex mu_;
   std::condition_variable cv_;
   int64_t recorded_ = 0, completed_ = 0;
+  std::chrono::steady_clock::time_point done_at_;
 };
 
 CpuStream& cs(Stream& s) { return static_cast<CpuStream&>(s); }
@@ -136,6 +143,7 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuStream>(name, &failure_);
   }
   std::unique_ptr<Event> create_event() override { return std::make_unique<CpuEvent>(); }
+  double event_time_us(Event& e) override { return ce(e).done_us(); }
   void record(Event& e, Stream& s) override {
     CpuEvent* ev = &ce(e);
     int64_t target = ev->next_record();

@@ -13,6 +13,7 @@
 // embedding.cu), except the cuDNN attention backward — the default attention, whose dQ cuDNN
 // accumulates with atomics. SF_ATTENTION=own runs attention.cu instead, which has no atomics.
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -165,6 +166,26 @@ class CudaBackend final : public Backend {
     auto s = std::make_unique<CudaStream>();
     SF_CUDA_CHECK(cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking), "create_stream ", name);
     return s;
+  }
+  std::unique_ptr<Event> create_timing_event() override {
+    set_device();
+    auto e = std::make_unique<CudaEvent>();
+    SF_CUDA_CHECK(cudaEventCreate(&e->e), "create_timing_event");
+    if (!clock_ref_) {  // the GPU moment every timing event is measured from, and its host time
+      SF_CUDA_CHECK(cudaEventCreate(&clock_ref_), "create_timing_event");
+      SF_CUDA_CHECK(cudaEventRecord(clock_ref_, nullptr), "create_timing_event");
+      SF_CUDA_CHECK(cudaEventSynchronize(clock_ref_), "create_timing_event");
+      clock_ref_us_ = std::chrono::duration<double, std::micro>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+    }
+    return e;
+  }
+  double event_time_us(Event& e) override {
+    float ms = 0;
+    SF_CUDA_CHECK(cudaEventElapsedTime(&ms, clock_ref_, static_cast<CudaEvent&>(e).e),
+                  "event_time_us");
+    return clock_ref_us_ + double(ms) * 1e3;
   }
   std::unique_ptr<Event> create_event() override {
     set_device();
@@ -445,6 +466,8 @@ class CudaBackend final : public Backend {
   int64_t hint_numel_ = 0;
   std::vector<int32_t> hint_;
   CallbackFailure failure_;
+  cudaEvent_t clock_ref_ = nullptr;  // create_timing_event's reference (never destroyed: tiny)
+  double clock_ref_us_ = 0;
 };
 
 }  // namespace
