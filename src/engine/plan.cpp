@@ -136,20 +136,28 @@ EnginePlan make_plan(const PlanRequest& r) {
   p.dtype_bytes = dtype_size(r.dtype);
 
   // M: as asked; else the largest of T, T/2, T/4, … (at least the longest sample) that fits.
-  if (r.micro_tokens > 0) {
-    SF_CHECK(r.max_sample_tokens == 0 || r.micro_tokens >= longest, "a micro-batch of ", r.micro_tokens,
-             " tokens cannot hold the longest sample (", longest,
+  // Where no M fits, a smaller window (fewer cache slots: less of the loads overlap compute).
+  if (r.micro_tokens > 0)
+    SF_CHECK(r.max_sample_tokens == 0 || r.micro_tokens >= longest, "a micro-batch of ",
+             r.micro_tokens, " tokens cannot hold the longest sample (", longest,
              " tokens): raise --micro-batch-tokens or lower --cutoff-len");
-    p.micro_tokens = std::min(r.micro_tokens, T);
-  } else {
-    p.micro_tokens = T;
-    if (r.gpu_budget > 0) {
-      for (;;) {
-        Sized s = size_device(r, p.window, p.micro_tokens, p.upload_tile);
-        if (s.device.engine() + s.backend + r.device_outside <= r.gpu_budget ||
-            p.micro_tokens == longest)
-          break;
-        p.micro_tokens = std::max(longest, (p.micro_tokens + 1) / 2);
+  const int64_t first_m = r.micro_tokens > 0 ? std::min(r.micro_tokens, T) : T;
+  p.micro_tokens = first_m;
+  if (r.gpu_budget > 0) {
+    auto fits = [&](int w, int64_t m) {
+      Sized z = size_device(r, w, m, p.upload_tile);
+      return z.device.engine() + z.backend + r.device_outside <= r.gpu_budget;
+    };
+    for (int w = p.window;; --w) {
+      int64_t m = first_m;
+      while (!fits(w, m) && r.micro_tokens == 0 && m > longest)
+        m = std::max(longest, (m + 1) / 2);
+      if (fits(w, m) || w == 1) {
+        if (fits(w, m)) {
+          p.window = w;
+          p.micro_tokens = m;
+        }
+        break;
       }
     }
   }
@@ -157,7 +165,7 @@ EnginePlan make_plan(const PlanRequest& r) {
   p.device = s.device;
   p.backend_scratch = s.backend;
   if (r.gpu_budget > 0 && p.device_total() > r.gpu_budget) {
-    Sized least = size_device(r, 1, longest, p.upload_tile);
+    Sized least = size_device(r, 1, r.micro_tokens > 0 ? first_m : longest, p.upload_tile);
     const uint64_t smallest = least.device.engine() + least.backend + r.device_outside;
     SF_FAIL("the GPU budget of ", gib(r.gpu_budget), " is too small for this run: it needs ",
             gib(p.device_total()), " with window ", p.window, " and micro-batches of ",

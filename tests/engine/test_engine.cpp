@@ -226,6 +226,18 @@ TEST(Plan, BudgetChoosesTheMicroBatchAndRefusesWhatCannotFit) {
   EXPECT_EQ(fit.device.activations, whole.device.activations);  // T × C buffers stay
   EXPECT_EQ(fit.host.total(), whole.host.total());
   EXPECT_EQ(fit.host.state, uint64_t(fit.params) * 12);  // 12 B/param, no more
+  // Too small for two slots at any M, enough for one: the window shrinks.
+  r.gpu_budget = make_plan([&] {
+                   PlanRequest q = r;
+                   q.gpu_budget = 0;
+                   q.window = 1;
+                   q.micro_tokens = 256;
+                   return q;
+                 }())
+                     .device_total();
+  const EnginePlan one = make_plan(r);
+  EXPECT_EQ(one.window, 1);
+  EXPECT_EQ(one.micro_tokens, 256);
   r.gpu_budget = 1 << 20;
   try {
     make_plan(r);
