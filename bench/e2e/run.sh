@@ -5,7 +5,8 @@
 # tok/s (median of steps 2..), TFLOPS (6P + 6·L·H·S per token), the engine's device buffer, the
 # device-wide peak (NVML via nvidia-smi, sampled every 200 ms), the host peak RSS, the plan's M,
 # and the start-up time.
-# usage: BIN=dir [GPU_MEM=24GiB] [STEPS=4] [LAYERS=32] [CLIP=0] bash bench/e2e/run.sh 1024x8 ...
+# usage: BIN=dir [GPU_MEM=24GiB] [STEPS=4] [LAYERS=32] [CLIP=0] [TRACE_DIR=dir] [EXTRA=args]
+#        bash bench/e2e/run.sh 1024x8 ...   (TRACE_DIR: an engine trace per configuration)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=${BIN:-build}
@@ -29,7 +30,8 @@ for cfg in "${configs[@]}"; do
   start=$(date +%s.%N)
   "$bin/slideformer" train --model "$work/model" --data "$work/data.jsonl" --steps "$steps" \
     --batch-size "$B" --cutoff-len "$S" --lr 1e-5 --max-grad-norm "$clip" \
-    --gpu-memory "$gpu_mem" --backend cuda --no-cache ${EXTRA:-} >"$log/$name.log" 2>&1
+    --gpu-memory "$gpu_mem" --backend cuda --no-cache ${TRACE_DIR:+--trace "$TRACE_DIR/$name.json"} \
+    ${EXTRA:-} >"$log/$name.log" 2>&1
   rc=$?
   kill "$smi" 2>/dev/null
   wait "$smi" 2>/dev/null
@@ -52,9 +54,11 @@ mm = re.search(r"micro-batches of ≤ (\d+) tokens", text)
 dev = re.search(r"engine device buffer ([0-9.]+) GiB", text)
 rss = re.search(r"host peak RSS ([0-9.]+) GiB \(planned ([0-9.]+) GiB\)", text)
 su = re.search(r"start-up: ([0-9.]+) s", text)
+busy = re.findall(r"GPU busy ([0-9.]+) %", text)
 print(f"{cfg} cap {cap} clip {clip}: {tok:,.0f} tok/s, {tflops:.0f} TFLOPS, M {mm.group(1) if mm else '?'}, "
       f"engine device {dev.group(1) if dev else '?'} GiB, device peak (NVML) {int(peak_mib) / 1024:.1f} GiB, "
       f"host peak RSS {rss.group(1) if rss else '?'} GiB (planned {rss.group(2) if rss else '?'}), "
-      f"start-up {su.group(1) if su else '?'} s, steps {[round(r) for r in rates]}")
+      f"start-up {su.group(1) if su else '?'} s, steps {[round(r) for r in rates]}"
+      + (f", GPU busy {busy[-1]} %" if busy else ""))
 PY
 done
