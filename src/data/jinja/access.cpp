@@ -343,6 +343,8 @@ std::string to_json(const Value& v, const JsonOptions& o) {
   if (pretty) {
     if (o.indent.is_string())
       ind = o.indent.str();
+    else if (o.indent.kind() == Value::Kind::kInt && o.indent.as_int() > 4096)
+      throw LinelessError(sf::str_cat("tojson: indent ", o.indent.as_int(), " is past 4096"));
     else if (o.indent.kind() == Value::Kind::kInt)
       ind.assign(std::max<int64_t>(0, o.indent.as_int()), ' ');
     else
