@@ -36,11 +36,21 @@ int64_t prefix_tokens(const std::string& full, size_t chars, const std::vector<i
 }  // namespace
 
 std::vector<TokenSpan> assistant_spans(const ojson& messages, const std::vector<int32_t>& ids,
-                                       const Tokenizer& tok, const ChatTemplate& chat) {
+                                       const Tokenizer& tok, const ChatTemplate& chat,
+                                       bool last_only) {
   const ojson none = ojson::object();
   const std::string full = chat.render(messages, false, none);
   std::vector<TokenSpan> spans;
-  for (size_t k = 0; k < messages.size(); ++k) {
+  size_t first = 0;
+  if (last_only) {
+    first = messages.size();
+    for (size_t k = messages.size(); k-- > 0;)
+      if (messages[k].value("role", "") == "assistant") {
+        first = k;
+        break;
+      }
+  }
+  for (size_t k = first; k < messages.size(); ++k) {
     if (messages[k].value("role", "") != "assistant") continue;
     // The prompt up to the assistant's first token: the conversation so far plus the generation
     // prompt. Templates that refuse an empty conversation start the first turn at 0.
@@ -113,8 +123,8 @@ Sample encode_record(const Record& r, const Tokenizer* tok, const ChatTemplate* 
         break;
       }
       out.labels.assign(out.ids.size(), -100);
-      std::vector<TokenSpan> spans = assistant_spans(r.messages, out.ids, *tok, *chat);
-      if (opt.mask == LossMask::kLastAssistant && !spans.empty()) spans = {spans.back()};
+      const bool last = opt.mask == LossMask::kLastAssistant;
+      std::vector<TokenSpan> spans = assistant_spans(r.messages, out.ids, *tok, *chat, last);
       for (const TokenSpan& s : spans)
         for (int64_t i = s.begin; i < s.end; ++i) out.labels[size_t(i)] = out.ids[size_t(i)];
       break;
