@@ -7,9 +7,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}; shift || true
 targets=${*:-jinja dataset tokenizer model_config safetensors samples_cache}
-cxx=$(command -v clang++ || command -v clang++-14)
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DSF_FUZZ=ON -DSF_WITH_CUDA=OFF \
-      -DBUILD_TESTING=OFF >/dev/null || exit 1
+# Configured once: a second configure with another compiler path would wipe the build.
+if [ ! -f build-fuzz/CMakeCache.txt ]; then
+  cxx=$(command -v clang++-14 || command -v clang++)
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DSF_FUZZ=ON -DSF_WITH_CUDA=OFF \
+        -DBUILD_TESTING=OFF >/dev/null || exit 1
+fi
 found=0
 for t in $targets; do
   cmake --build build-fuzz --target "fuzz_$t" -j "$(nproc)" >/dev/null || exit 1
