@@ -19,8 +19,9 @@ void check_regular_file(const std::filesystem::path& path, const std::string& wh
                      : std::filesystem::is_fifo(st)    ? "a FIFO (named pipe)"
                      : std::filesystem::is_socket(st)  ? "a socket"
                                                        : "not a regular file";
-  SF_FAIL(what, " ", path.string(), " is ", kind,
-          ": give a regular file (pipes are not read: the file is hashed and read again)");
+  SF_FAIL(what, " ", path.string(), " is ", kind, ": give a regular file",
+          std::filesystem::is_directory(st) ? "" : " (pipes and devices are not read: they could "
+                                                   "block forever, and the cache keys on a file)");
 }
 
 std::string read_input_file(const std::filesystem::path& path, const std::string& what) {

@@ -18,7 +18,7 @@ Json parse_tokenizer_json(std::string_view text, const std::string& file) {
   check_json_depth(text, file);  // a Sequence nested 50k deep: an error, not a stack overflow
   try {
     return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (1e888)
     SF_FAIL(file, ": not valid JSON: ", e.what());
   }
 }

@@ -3,6 +3,7 @@
 // would exhaust the stack or the memory is an error naming the file and the JSON path.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -165,4 +166,17 @@ TEST(TokenizerHostile, VocabularyIdFarBeyondItsSizeIsRefused) {
   json added = json::array({{{"id", 4294967296LL}, {"content", "<x>"}, {"special", true}}});
   e = load_error(tokenizer_json(nullptr, added).dump());
   EXPECT_HAS(e, "added_tokens[0].id");
+}
+
+TEST(TokenizerHostile, FolderInPlaceOfTokenizerJsonNamesIt) {
+  const auto dir = std::filesystem::temp_directory_path() / "sf_tok_hostile_folder";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "tokenizer.json");
+  try {
+    sf::Tokenizer::load(dir);
+    ADD_FAILURE() << "no error";
+  } catch (const sf::Error& e) {
+    EXPECT_HAS(e.what(), (dir / "tokenizer.json").string() + " is a folder");
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -2,6 +2,7 @@
 // the key; init-model options are validated before any is used (issue 14).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -116,4 +117,17 @@ TEST(InitModelOptions, EveryFieldIsValidatedBeforeUse) {
   o.rope_theta = 0;
   EXPECT_HAS(init_error(o), "rope-theta");
   EXPECT_EQ(init_error(sf::TinyModelOptions{}), "");
+}
+
+TEST(SpecHostile, FolderInPlaceOfConfigJsonNamesIt) {
+  const auto dir = std::filesystem::temp_directory_path() / "sf_spec_hostile_folder";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "config.json");
+  try {
+    sf::load_model_spec(dir);
+    ADD_FAILURE() << "no error";
+  } catch (const sf::Error& e) {
+    EXPECT_HAS(e.what(), (dir / "config.json").string() + " is a folder");
+  }
+  std::filesystem::remove_all(dir);
 }
