@@ -122,6 +122,13 @@ BpeModel::BpeModel(const Json& j, const std::string& path, const JsonSource& src
     vocab_.emplace(it.key(), int32_t(id));
     max_id = std::max(max_id, id);
   }
+  // The id table is dense: an id far past the entry count (a hand-edited 2147483647) would
+  // allocate gigabytes for nothing. Hugging Face's vocabularies are dense (ids 0..n-1).
+  const int64_t id_limit = 2 * int64_t(vocab.size()) + 65536;
+  if (max_id >= id_limit)
+    src.fail(vocab_path, sf::str_cat("id ", max_id, " is far beyond the vocabulary's ",
+                                     vocab.size(), " entries (ids must stay below ", id_limit,
+                                     "): is the file corrupt?"));
   id_to_token_.assign(size_t(max_id + 1), std::string());
   has_id_.assign(size_t(max_id + 1), 0);
   for (const auto& [tok, id] : vocab_) {

@@ -1,10 +1,10 @@
 // defines: sf::ChatTemplate (see chat_template.h)
 #include "data/chat_template.h"
 
-#include <fstream>
-#include <sstream>
+#include <mutex>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "data/jinja/template.h"
 #include "data/tokenizer.h"
 #include "data/templates/builtin_templates.h"
@@ -14,11 +14,15 @@ namespace sf {
 namespace {
 
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  SF_CHECK(f, "cannot open chat template file ", path.string());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return read_input_file(path, "the chat template file");
+}
+
+// cfg[key] as a string, or an error naming the file and key.
+std::string config_string(const nlohmann::json& v, const std::filesystem::path& file,
+                          const std::string& key) {
+  SF_CHECK(v.is_string(), file.string(), ": \"", key, "\" must be a string, found ",
+           v.type_name());
+  return v.get<std::string>();
 }
 
 constexpr const char* kPassTemplate =
@@ -53,8 +57,24 @@ jinja::Value prepare_messages(const jinja::Value& messages) {
 
 }  // namespace
 
-ChatTemplate::ChatTemplate(std::string source, std::string name)
-    : tmpl_(std::make_shared<const jinja::Template>(std::move(source), std::move(name))) {}
+struct ChatTemplate::Lazy {
+  std::string source, name;
+  std::once_flag once;
+  std::unique_ptr<const jinja::Template> tmpl;
+};
+
+ChatTemplate::ChatTemplate(std::string source, std::string name) : lazy_(std::make_shared<Lazy>()) {
+  lazy_->source = std::move(source);
+  lazy_->name = std::move(name);
+}
+
+const jinja::Template& ChatTemplate::tmpl() const {
+  // A parse error leaves `once` unset: every render reports it again.
+  std::call_once(lazy_->once, [&] {
+    lazy_->tmpl = std::make_unique<const jinja::Template>(lazy_->source, lazy_->name);
+  });
+  return *lazy_->tmpl;
+}
 
 ChatTemplate ChatTemplate::from_string(std::string source, std::string name) {
   return ChatTemplate(std::move(source), std::move(name));
@@ -80,7 +100,9 @@ ChatTemplate ChatTemplate::from_tokenizer_dir(const std::filesystem::path& dir,
   nlohmann::json cfg = nlohmann::json::object();
   if (std::filesystem::exists(cfg_path)) {
     try {
-      cfg = nlohmann::json::parse(read_file(cfg_path));
+      const std::string text = read_file(cfg_path);
+      check_json_depth(text, cfg_path.string());
+      cfg = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       SF_FAIL(cfg_path.string(), " is not valid JSON: ", e.what());
     }
@@ -96,9 +118,10 @@ ChatTemplate ChatTemplate::from_tokenizer_dir(const std::filesystem::path& dir,
     for (const auto& e : *it) {
       SF_CHECK(e.is_object() && e.contains("name") && e.contains("template"), cfg_path.string(),
                ": chat_template entries must be {\"name\", \"template\"} objects");
-      names += (names.empty() ? "" : ", ") + e["name"].get<std::string>();
-      if (e["name"] == want) {
-        source = e["template"].get<std::string>();
+      const std::string entry = config_string(e["name"], cfg_path, "chat_template[].name");
+      names += (names.empty() ? "" : ", ") + entry;
+      if (entry == want) {
+        source = config_string(e["template"], cfg_path, "chat_template[].template");
         label += "['" + want + "']";
       }
     }
@@ -120,7 +143,8 @@ ChatTemplate ChatTemplate::from_tokenizer_dir(const std::filesystem::path& dir,
     if (t->is_string())
       ct.set_special_token(key, t->get<std::string>());
     else if (t->is_object() && t->contains("content"))
-      ct.set_special_token(key, (*t)["content"].get<std::string>());
+      ct.set_special_token(key, config_string((*t)["content"], cfg_path,
+                                              std::string(key) + ".content"));
   }
   return ct;
 }
@@ -134,8 +158,8 @@ void ChatTemplate::set_special_token(const std::string& name, const std::string&
   if (!value.empty()) special_tokens_.emplace_back(name, value);
 }
 
-const std::string& ChatTemplate::source() const { return tmpl_->source(); }
-const std::string& ChatTemplate::name() const { return tmpl_->name(); }
+const std::string& ChatTemplate::source() const { return lazy_->source; }
+const std::string& ChatTemplate::name() const { return lazy_->name; }
 
 namespace {
 template <typename J>
@@ -161,12 +185,12 @@ std::string render_impl(const jinja::Template& t,
 
 std::string ChatTemplate::render(const nlohmann::json& messages, bool add_generation_prompt,
                                  const nlohmann::json& extra_kwargs) const {
-  return render_impl(*tmpl_, special_tokens_, messages, add_generation_prompt, extra_kwargs);
+  return render_impl(tmpl(), special_tokens_, messages, add_generation_prompt, extra_kwargs);
 }
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                  const nlohmann::ordered_json& extra_kwargs) const {
-  return render_impl(*tmpl_, special_tokens_, messages, add_generation_prompt, extra_kwargs);
+  return render_impl(tmpl(), special_tokens_, messages, add_generation_prompt, extra_kwargs);
 }
 
 ChatTemplate resolve_chat_template(const std::string& choice,

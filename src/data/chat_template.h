@@ -49,7 +49,11 @@ class ChatTemplate {
 
  private:
   ChatTemplate(std::string source, std::string name);
-  std::shared_ptr<const jinja::Template> tmpl_;
+  // Parsed on the first render: a run that renders nothing (a dataset of tokens) is not stopped
+  // by a template it never uses. Parse errors still name the template and line.
+  struct Lazy;
+  std::shared_ptr<Lazy> lazy_;
+  const jinja::Template& tmpl() const;
   std::vector<std::pair<std::string, std::string>> special_tokens_;  // in config order
 };
 

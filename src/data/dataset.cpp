@@ -1,8 +1,7 @@
 #include "data/dataset.h"
 
-#include <fstream>
-
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace sf {
 
@@ -72,8 +71,8 @@ std::vector<int32_t> int_array(const json& obj, const std::string& key) {
   std::vector<int32_t> v;
   v.reserve(a.size());
   for (const json& x : a) {
-    SF_CHECK(x.is_number_integer(), "\"", key, "\" holds a non-integer value ",
-             x.dump().substr(0, 40));
+    SF_CHECK(x.is_number_integer(), "\"", key, "\" holds a non-integer value (",
+             x.type_name(), ")");
     const int64_t i = x.get<int64_t>();
     SF_CHECK(i >= -100 && i <= INT32_MAX, "\"", key, "\" holds an out-of-range value ", i);
     v.push_back(int32_t(i));
@@ -120,6 +119,7 @@ Record sharegpt(const json& obj, const Columns& c) {
   r.kind = Record::Kind::kChat;
   r.messages = json::array();
   add_system(r.messages, obj, c);
+  SF_CHECK(obj.contains(c.conversations), "missing \"", c.conversations, "\"");
   const json& conv = obj.at(c.conversations);
   SF_CHECK(conv.is_array() && !conv.empty(), "\"", c.conversations,
            "\" must be a non-empty list of {\"", c.from, "\", \"", c.value, "\"} turns");
@@ -143,6 +143,7 @@ Record messages(const json& obj, const Columns& c) {
   Record r;
   r.kind = Record::Kind::kChat;
   r.messages = json::array();
+  SF_CHECK(obj.contains(c.messages), "missing \"", c.messages, "\"");
   const json& msgs = obj.at(c.messages);
   SF_CHECK(msgs.is_array() && !msgs.empty(), "\"", c.messages,
            "\" must be a non-empty list of {\"", c.role, "\", \"", c.content, "\"} messages");
@@ -197,54 +198,57 @@ Record parse_record(const json& obj, DatasetFormat format, const Columns& c) {
 
 std::vector<Record> read_dataset(const std::filesystem::path& file,
                                  const DatasetReadOptions& opt, DatasetStats* stats) {
-  std::ifstream f(file, std::ios::binary);
-  SF_CHECK(f, "cannot open the dataset ", file, ": check the path");
+  return read_dataset_text(read_input_file(file, "the dataset"), file, opt, stats);
+}
+
+std::vector<Record> read_dataset_text(const std::string& content,
+                                      const std::filesystem::path& file,
+                                      const DatasetReadOptions& opt, DatasetStats* stats) {
   DatasetStats local;
   DatasetStats& st = stats ? *stats : local;
   DatasetFormat format = opt.format;
   std::vector<Record> out;
+  auto skip_or_fail = [&](const std::string& why, const char* what) {
+    if (!opt.skip_malformed) SF_FAIL(why, " (or pass --skip-malformed to skip such ", what, ")");
+    ++st.skipped;
+    if (st.skipped_reasons.size() < 5) st.skipped_reasons.push_back(why);
+  };
   auto take = [&](const json& obj, int64_t line, const char* unit) {
+    std::string err;
     try {
       if (format == DatasetFormat::kAuto) format = detect_format(obj, opt.columns);
       Record r = parse_record(obj, format, opt.columns);
       r.line = line;
       out.push_back(std::move(r));
       ++st.records;
+      return;
     } catch (const Error& e) {
-      const std::string why = str_cat(file.string(), ":", unit, line, ": ", e.what());
-      if (!opt.skip_malformed) SF_FAIL(why, " (or pass --skip-malformed to skip such records)");
-      ++st.skipped;
-      if (st.skipped_reasons.size() < 5) st.skipped_reasons.push_back(why);
+      err = e.what();
+    } catch (const nlohmann::json::exception& e) {  // a check above missed: still name the line
+      err = e.what();
     }
+    skip_or_fail(str_cat(file.string(), ":", unit, line, ": ", err), "records");
   };
   // A JSON array file is recognised by its first non-blank character.
-  char first = 0;
-  while (f.get(first) && std::isspace(static_cast<unsigned char>(first))) {
-  }
-  f.clear();
-  f.seekg(0);
-  if (first == '[') {
-    json all;
-    try {
-      all = json::parse(f);
-    } catch (const json::exception& e) {
-      SF_FAIL(file.string(), ": not a valid JSON array (", e.what(), ")");
-    }
+  const size_t first = content.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && content[first] == '[') {
+    // The array adds one level to each record's nesting.
+    const json all = parse_json(content, file.string(), kMaxJsonDepth + 1);
     for (size_t i = 0; i < all.size(); ++i) take(all[i], int64_t(i + 1), "element ");
   } else {
-    std::string line;
     int64_t n = 0;
-    while (std::getline(f, line)) {
+    for (size_t pos = 0; pos < content.size();) {
+      size_t end = content.find('\n', pos);
+      if (end == std::string::npos) end = content.size();
+      const std::string_view line(content.data() + pos, end - pos);
+      pos = end + 1;
       ++n;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       json obj;
       try {
-        obj = json::parse(line);
-      } catch (const json::exception& e) {
-        const std::string why = str_cat(file.string(), ":", n, ": not valid JSON (", e.what(), ")");
-        if (!opt.skip_malformed) SF_FAIL(why, " (or pass --skip-malformed to skip such lines)");
-        ++st.skipped;
-        if (st.skipped_reasons.size() < 5) st.skipped_reasons.push_back(why);
+        obj = parse_json(line, str_cat(file.string(), ":", n));
+      } catch (const Error& e) {
+        skip_or_fail(e.what(), "lines");
         continue;
       }
       take(obj, n, "");

@@ -53,6 +53,13 @@ struct DatasetStats {
 std::vector<Record> read_dataset(const std::filesystem::path& file,
                                  const DatasetReadOptions& options, DatasetStats* stats = nullptr);
 
+// read_dataset of content already read (the tokenised cache hashes the same bytes it parses);
+// `file` names it in errors.
+std::vector<Record> read_dataset_text(const std::string& content,
+                                      const std::filesystem::path& file,
+                                      const DatasetReadOptions& options,
+                                      DatasetStats* stats = nullptr);
+
 // One object → Record in the given (not auto) format; throws sf::Error with the reason only.
 Record parse_record(const nlohmann::ordered_json& obj, DatasetFormat format, const Columns& columns);
 

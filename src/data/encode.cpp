@@ -21,26 +21,89 @@ ojson head(const ojson& messages, size_t n) {
   return out;
 }
 
-// Token count of text[0, chars), checked to be a prefix of the whole conversation's ids: BPE may
-// merge across a boundary, and then no token boundary exists where the turn starts or ends.
-int64_t prefix_tokens(const std::string& full, size_t chars, const std::vector<int32_t>& ids,
-                      const Tokenizer& tok, size_t turn) {
-  std::vector<int32_t> p = tok.encode(std::string_view(full).substr(0, chars), false);
-  SF_CHECK(p.size() <= ids.size() && std::equal(p.begin(), p.end(), ids.begin()),
-           "assistant turn ", turn, ": the text before or after it does not tokenise as a prefix ",
-           "of the conversation (a token spans the turn boundary), so its loss mask cannot be ",
-           "found; use --loss-mask all");
-  return int64_t(p.size());
-}
+// Token counts of prefixes text[0, chars), each checked to be a prefix of the whole
+// conversation's ids: BPE may merge across a boundary, and then no token boundary exists where
+// the turn starts or ends. Encoding every prefix from 0 made a conversation of n turns O(n^2)
+// (1600 messages: > 60 s). Added tokens such as <|im_end|> cut the text into parts that are
+// encoded independently, so a prefix is the ids up to the last such cut (a checkpoint, verified
+// once) plus the encoding of the text after it; a mismatch falls back to encoding from 0.
+class PrefixTokens {
+ public:
+  PrefixTokens(const std::string& full, const std::vector<int32_t>& ids, const Tokenizer& tok)
+      : full_(full), ids_(ids), tok_(tok) {}
+
+  int64_t count(size_t chars, size_t turn) {
+    const std::string_view all(full_);
+    // The last checkpoint at or before chars.
+    size_t k = cuts_.size();
+    while (k > 0 && cuts_[k - 1].chars > chars) --k;
+    if (k > 0) {
+      const Cut c = cuts_[k - 1];
+      std::vector<int32_t> tail = tok_.encode_continuation(all.substr(c.chars, chars - c.chars));
+      if (matches(c.tokens, tail)) {
+        add_checkpoint(c, chars, tail);
+        return int64_t(c.tokens + tail.size());
+      }
+    }
+    std::vector<int32_t> p = tok_.encode(all.substr(0, chars), false);
+    SF_CHECK(matches(0, p), "assistant turn ", turn,
+             ": the text before or after it does not tokenise as a prefix ",
+             "of the conversation (a token spans the turn boundary), so its loss mask cannot be ",
+             "found; use --loss-mask all");
+    add_checkpoint(Cut{0, 0}, chars, p);
+    return int64_t(p.size());
+  }
+
+ private:
+  struct Cut {
+    size_t chars, tokens;  // full_[0, chars) encodes to ids_[0, tokens)
+  };
+  bool matches(size_t at, const std::vector<int32_t>& p) const {
+    return at + p.size() <= ids_.size() && std::equal(p.begin(), p.end(), ids_.begin() + at);
+  }
+  // `tail` = the ids of full_[from.chars, chars), verified: the last cutting added token in it
+  // becomes a checkpoint, after checking that the text up to it encodes to the ids up to it.
+  void add_checkpoint(const Cut& from, size_t chars, const std::vector<int32_t>& tail) {
+    std::string content;
+    for (size_t q = tail.size(); q-- > 0;) {
+      if (!tok_.cuts_after(tail[q], &content)) continue;
+      const size_t at = std::string_view(full_).substr(0, chars).rfind(content);
+      if (at == std::string::npos || at < from.chars) return;
+      const Cut c{at + content.size(), from.tokens + q + 1};
+      if (!cuts_.empty() && cuts_.back().chars >= c.chars) return;
+      const std::string_view seg = std::string_view(full_).substr(from.chars, c.chars - from.chars);
+      std::vector<int32_t> p = from.chars == 0 ? tok_.encode(seg, false)
+                                               : tok_.encode_continuation(seg);
+      if (p.size() == q + 1 && matches(from.tokens, p)) cuts_.push_back(c);
+      return;
+    }
+  }
+
+  const std::string& full_;
+  const std::vector<int32_t>& ids_;
+  const Tokenizer& tok_;
+  std::vector<Cut> cuts_;  // increasing
+};
 
 }  // namespace
 
 std::vector<TokenSpan> assistant_spans(const ojson& messages, const std::vector<int32_t>& ids,
-                                       const Tokenizer& tok, const ChatTemplate& chat) {
+                                       const Tokenizer& tok, const ChatTemplate& chat,
+                                       bool last_only) {
   const ojson none = ojson::object();
   const std::string full = chat.render(messages, false, none);
   std::vector<TokenSpan> spans;
-  for (size_t k = 0; k < messages.size(); ++k) {
+  PrefixTokens prefix(full, ids, tok);
+  size_t first = 0;
+  if (last_only) {
+    first = messages.size();
+    for (size_t k = messages.size(); k-- > 0;)
+      if (messages[k].value("role", "") == "assistant") {
+        first = k;
+        break;
+      }
+  }
+  for (size_t k = first; k < messages.size(); ++k) {
     if (messages[k].value("role", "") != "assistant") continue;
     // The prompt up to the assistant's first token: the conversation so far plus the generation
     // prompt. Templates that refuse an empty conversation start the first turn at 0.
@@ -71,9 +134,9 @@ std::vector<TokenSpan> assistant_spans(const ojson& messages, const std::vector<
          i < upto.size() && j < full.size() && upto[i] == full[j]; ++i, ++j)
       ++close;
     TokenSpan s;
-    s.begin = prefix_tokens(full, prompt.size(), ids, tok, k);
-    const int64_t content_tokens = prefix_tokens(full, content_end, ids, tok, k);
-    s.end = prefix_tokens(full, content_end + close, ids, tok, k);
+    s.begin = prefix.count(prompt.size(), k);
+    const int64_t content_tokens = prefix.count(content_end, k);
+    s.end = prefix.count(content_end + close, k);
     // The turn ends at its end-of-turn token (<|eot_id|>, <|im_end|>, </s>): the first special
     // token after the content. What follows it (a newline, a next header) is not trained on.
     for (int64_t i = content_tokens; i < s.end; ++i)
@@ -113,8 +176,8 @@ Sample encode_record(const Record& r, const Tokenizer* tok, const ChatTemplate* 
         break;
       }
       out.labels.assign(out.ids.size(), -100);
-      std::vector<TokenSpan> spans = assistant_spans(r.messages, out.ids, *tok, *chat);
-      if (opt.mask == LossMask::kLastAssistant && !spans.empty()) spans = {spans.back()};
+      const bool last = opt.mask == LossMask::kLastAssistant;
+      std::vector<TokenSpan> spans = assistant_spans(r.messages, out.ids, *tok, *chat, last);
       for (const TokenSpan& s : spans)
         for (int64_t i = s.begin; i < s.end; ++i) out.labels[size_t(i)] = out.ids[size_t(i)];
       break;

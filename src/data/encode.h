@@ -43,8 +43,9 @@ Sample encode_record(const Record& r, const Tokenizer* tok, const ChatTemplate* 
 struct TokenSpan {
   int64_t begin = 0, end = 0;
 };
+// `last_only`: only the last assistant turn's span (--loss-mask last: two renders, not 2n).
 std::vector<TokenSpan> assistant_spans(const nlohmann::ordered_json& messages,
                                        const std::vector<int32_t>& ids, const Tokenizer& tok,
-                                       const ChatTemplate& chat);
+                                       const ChatTemplate& chat, bool last_only = false);
 
 }  // namespace sf

@@ -4,13 +4,14 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/thread_pool.h"
 #include "io/atomic_file.h"
 
 namespace sf {
 namespace {
 
-constexpr char kMagic[8] = {'S', 'F', 'T', 'O', 'K', 'S', '0', '1'};
+constexpr char kMagic[8] = {'S', 'F', 'T', 'O', 'K', 'S', '0', '2'};
 
 // FNV-1a, 64-bit: not cryptographic, only a cache key.
 struct Hasher {
@@ -24,21 +25,20 @@ struct Hasher {
     bytes(&n, 8);
     bytes(s.data(), s.size());
   }
-  void file(const std::filesystem::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    SF_CHECK(f, "cannot read ", p);
-    std::vector<char> buf(1 << 20);
-    while (f.read(buf.data(), std::streamsize(buf.size())) || f.gcount() > 0)
-      bytes(buf.data(), size_t(f.gcount()));
-  }
+  void file(const std::filesystem::path& p) { str(read_input_file(p, "the tokenizer file")); }
 };
 
 }  // namespace
 
 uint64_t samples_cache_key(const DataConfig& cfg, const Tokenizer* tok, const ChatTemplate* chat) {
+  return samples_cache_key(cfg, read_input_file(cfg.file, "the dataset"), tok, chat);
+}
+
+uint64_t samples_cache_key(const DataConfig& cfg, const std::string& data, const Tokenizer* tok,
+                           const ChatTemplate* chat) {
   Hasher h;
-  h.str("slideformer-samples-v1");
-  h.file(cfg.file);
+  h.str("slideformer-samples-v2");
+  h.str(data);
   for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
     if (std::filesystem::exists(cfg.tokenizer_dir / name)) h.file(cfg.tokenizer_dir / name);
   h.str(str_cat(tok ? tok->vocab_size() : -1, "/", cfg.vocab));
@@ -57,42 +57,64 @@ uint64_t samples_cache_key(const DataConfig& cfg, const Tokenizer* tok, const Ch
 void write_samples_cache(const std::filesystem::path& file, const std::vector<Sample>& samples) {
   std::filesystem::create_directories(file.parent_path());
   AtomicFile f(file);
-  f.write(kMagic, 8);
+  Hasher sum;  // over every byte before it
+  auto put = [&](const void* p, size_t n) {
+    f.write(p, n);
+    sum.bytes(p, n);
+  };
+  put(kMagic, 8);
   uint64_t n = samples.size();
-  f.write(&n, 8);
+  put(&n, 8);
   for (const Sample& s : samples) {
     uint32_t len = uint32_t(s.ids.size());
-    f.write(&len, 4);
-    f.write(s.ids.data(), len * 4);
-    f.write(s.labels.data(), len * 4);
+    put(&len, 4);
+    put(s.ids.data(), len * 4);
+    put(s.labels.data(), len * 4);
   }
+  f.write(&sum.h, 8);
   f.finish();
   f.rename_to_final();
 }
 
 std::vector<Sample> read_samples_cache(const std::filesystem::path& file) {
-  std::ifstream f(file, std::ios::binary);
-  SF_CHECK(f, "cannot read the tokenised cache ", file);
+  const std::string data = read_input_file(file, "the tokenised cache");
+  return parse_samples_cache(data, file);
+}
+
+std::vector<Sample> parse_samples_cache(std::string_view data, const std::filesystem::path& file) {
   const auto bad = [&](const char* why) {
-    SF_FAIL("the tokenised cache ", file, " is corrupt (", why, "): delete it to rebuild it");
+    SF_FAIL("the tokenised cache ", file.string(), " is corrupt (", why,
+            "): delete it and the next run rebuilds it");
   };
-  char magic[8];
+  size_t pos = 0;
+  auto get = [&](void* p, size_t n) {
+    if (data.size() - pos < n) bad("truncated");
+    std::memcpy(p, data.data() + pos, n);
+    pos += n;
+  };
+  if (data.size() < 24 || std::memcmp(data.data(), kMagic, 8) != 0)
+    bad("bad magic: not a cache file of this version");
+  Hasher sum;
+  sum.bytes(data.data(), data.size() - 8);
+  uint64_t stored = 0;
+  std::memcpy(&stored, data.data() + data.size() - 8, 8);
+  if (stored != sum.h) bad("checksum mismatch");
+  data.remove_suffix(8);
+  pos = 8;
   uint64_t n = 0;
-  if (!f.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) bad("bad magic");
-  if (!f.read(reinterpret_cast<char*>(&n), 8)) bad("truncated header");
-  const auto size = std::filesystem::file_size(file);
-  if (n > size / 4) bad("impossible sample count");
+  get(&n, 8);
+  if (n > data.size() / 4) bad("impossible sample count");
   std::vector<Sample> out(n);
   for (Sample& s : out) {
     uint32_t len = 0;
-    if (!f.read(reinterpret_cast<char*>(&len), 4) || uint64_t(len) * 8 > size) bad("truncated");
+    get(&len, 4);
+    if (uint64_t(len) * 8 > data.size() - pos) bad("truncated");
     s.ids.resize(len);
     s.labels.resize(len);
-    if (!f.read(reinterpret_cast<char*>(s.ids.data()), std::streamsize(len) * 4) ||
-        !f.read(reinterpret_cast<char*>(s.labels.data()), std::streamsize(len) * 4))
-      bad("truncated");
+    get(s.ids.data(), size_t(len) * 4);
+    get(s.labels.data(), size_t(len) * 4);
   }
-  if (f.peek() != EOF) bad("trailing bytes");
+  if (pos != data.size()) bad("trailing bytes");
   return out;
 }
 
@@ -100,10 +122,13 @@ std::vector<Sample> prepare_samples(const DataConfig& cfg, const Tokenizer* tok,
                                     const ChatTemplate* chat, DataStats* stats) {
   DataStats local;
   DataStats& st = stats ? *stats : local;
+  // Read once: the cache key and the records come from the same bytes (a file replaced between
+  // hashing and parsing must not train on samples "from the cache" of other content).
+  const std::string data = read_input_file(cfg.file, "the dataset");
   if (!cfg.cache_dir.empty()) {
     char name[64];
     std::snprintf(name, sizeof name, "tokenized-%016llx.bin",
-                  static_cast<unsigned long long>(samples_cache_key(cfg, tok, chat)));
+                  static_cast<unsigned long long>(samples_cache_key(cfg, data, tok, chat)));
     st.cache_file = cfg.cache_dir / name;
     if (std::filesystem::exists(st.cache_file)) {
       std::vector<Sample> s = read_samples_cache(st.cache_file);
@@ -114,7 +139,7 @@ std::vector<Sample> prepare_samples(const DataConfig& cfg, const Tokenizer* tok,
     }
   }
   DatasetStats ds;
-  std::vector<Record> records = read_dataset(cfg.file, cfg.read, &ds);
+  std::vector<Record> records = read_dataset_text(data, cfg.file, cfg.read, &ds);
   st.records = ds.records;
   st.skipped_malformed = ds.skipped;
   std::vector<Sample> encoded(records.size());

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "data/dataset.h"
@@ -38,10 +39,16 @@ std::vector<Sample> prepare_samples(const DataConfig& cfg, const Tokenizer* tok,
 
 // The cache key: a 64-bit hash of everything the samples depend on.
 uint64_t samples_cache_key(const DataConfig& cfg, const Tokenizer* tok, const ChatTemplate* chat);
+// The same of the dataset's content `data`, already read.
+uint64_t samples_cache_key(const DataConfig& cfg, const std::string& data, const Tokenizer* tok,
+                           const ChatTemplate* chat);
 
-// The cache file format (little-endian): "SFTOKS01", u64 count, then per sample u32 n,
-// n × i32 ids, n × i32 labels. Errors name the file and say to delete it.
+// The cache file format (little-endian): "SFTOKS02", u64 count, then per sample u32 n,
+// n × i32 ids, n × i32 labels, then a u64 FNV-1a checksum of every byte before it. A file that
+// fails any check (magic, checksum, sizes) is an error naming it and saying to delete it: the run
+// stops rather than silently retokenising (docs/decisions.md, 2026-12-03).
 void write_samples_cache(const std::filesystem::path& file, const std::vector<Sample>& samples);
 std::vector<Sample> read_samples_cache(const std::filesystem::path& file);
+std::vector<Sample> parse_samples_cache(std::string_view bytes, const std::filesystem::path& file);
 
 }  // namespace sf

@@ -255,13 +255,19 @@ std::unique_ptr<PreTokenizer> make_fn_split(Find f, Behavior b, bool invert) {
 
 class Sequence final : public PreTokenizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
+  Sequence(std::vector<std::unique_ptr<PreTokenizer>> parts, std::string where)
+      : parts_(std::move(parts)), where_(std::move(where)) {}
   void apply(Pieces& p) const override {
-    for (const auto& part : parts_) part->apply(p);
+    const size_t before = p.buf.size();
+    for (const auto& part : parts_) {
+      part->apply(p);
+      check_growth(before, p.buf.size(), where_);
+    }
   }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> parts_;
+  std::string where_;
 };
 
 bool is_numeric(uint32_t c) {
@@ -325,7 +331,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& j, const std::strin
       auto p = make_pre_tokenizer(arr[i], json_path(key_path, i), src);
       if (p) parts.push_back(std::move(p));
     }
-    return std::make_unique<Sequence>(std::move(parts));
+    return std::make_unique<Sequence>(std::move(parts), where);
   }
   src.fail(json_path(path, "type"),
            "unsupported pre-tokenizer type \"" + type +

@@ -45,8 +45,9 @@ Regex::Regex(const std::string& pattern, bool literal, const std::string& where)
     : pattern_(pattern), impl_(std::make_unique<Impl>()) {
   int err = 0;
   PCRE2_SIZE offset = 0;
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL refuses PCRE2_UCP (which only changes \w, \d, \s: nothing in a literal).
+  uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+  never_matches_ = literal && pattern.empty();  // Hugging Face: an empty string matches nothing
   impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
                               &err, &offset, nullptr);
   if (!impl_->code) {
@@ -67,7 +68,10 @@ Regex::~Regex() {
 void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const {
   ThreadMatchState& st = thread_state();
   auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  if (never_matches_) return;
   size_t n = text.size(), pos = 0;
+  bool have_last = false;
+  size_t last_end = 0;
   while (pos <= n) {
     int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, n, pos, 0, st.data, st.context)
                         : pcre2_match(impl_->code, subject, n, pos, PCRE2_NO_UTF_CHECK, st.data,
@@ -81,14 +85,18 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
     }
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(st.data);
     size_t b = ov[0], e = ov[1];
-    if (e > b) {
-      out.emplace_back(b, e);
-      pos = e;
-    } else {
-      // Empty match: skip one character (Hugging Face drops empty pieces).
-      if (b >= n) break;
-      pos = b + utf8::char_len(static_cast<unsigned char>(text[b]));
+    // The onig crate's find_iter, which Hugging Face uses: an empty match right where the last
+    // match ended is skipped (the search moves on one character); other empty matches count
+    // (they split: (?=X) with Isolated cuts before every X).
+    if (e == b && have_last && last_end == e) {
+      if (pos >= n) break;
+      pos += utf8::char_len(static_cast<unsigned char>(text[pos]));
+      continue;
     }
+    out.emplace_back(b, e);
+    have_last = true;
+    last_end = e;
+    pos = e;
   }
 }
 
@@ -102,6 +110,12 @@ std::string Regex::replace_all(std::string_view text, std::string_view with) con
     out.append(text.substr(prev, b - prev));
     out.append(with);
     prev = e;
+    // The bound of data/tokenizer_pipeline.h (kMaxGrowth): an empty-matching pattern replaced by
+    // a long content would multiply the text.
+    if (out.size() > 8 * text.size() + 4096)
+      SF_FAIL("tokenizer: replacing the regex \"", pattern_, "\" by a ", with.size(),
+              "-byte content grows a text of ", text.size(),
+              " bytes more than 8 times: fix the Replace step of tokenizer.json");
   }
   out.append(text.substr(prev));
   return out;

@@ -21,8 +21,8 @@ class Regex {
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
 
-  // Appends the [begin, end) byte ranges of all non-overlapping, non-empty matches in `text`
-  // (valid UTF-8) to `out`, left to right.
+  // Appends the [begin, end) byte ranges of all non-overlapping matches in `text` (valid UTF-8)
+  // to `out`, left to right, empty ones included as Hugging Face's (onig's) find_iter yields them.
   void find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const;
   // Replaces every match by `with`.
   std::string replace_all(std::string_view text, std::string_view with) const;
@@ -32,6 +32,7 @@ class Regex {
  private:
   struct Impl;
   std::string pattern_;
+  bool never_matches_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

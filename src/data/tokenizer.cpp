@@ -17,8 +17,8 @@ constexpr size_t kParallelItems = 8192;
 constexpr size_t kItemsPerTask = 2048;
 }  // namespace
 
-void Tokenizer::Impl::split(std::string_view text, std::string& buf,
-                            std::vector<Item>& items) const {
+void Tokenizer::Impl::split(std::string_view text, std::string& buf, std::vector<Item>& items,
+                            bool at_start) const {
   std::vector<tok::AddedMatcher::Segment> raw, norm;
   raw_matcher.split(text, raw);
   std::string seg;
@@ -38,7 +38,7 @@ void Tokenizer::Impl::split(std::string_view text, std::string& buf,
         continue;
       }
       pieces.buf.assign(seg, s.begin, s.end - s.begin);
-      pieces.spans.assign(1, {0, uint32_t(s.end - s.begin), r.begin == 0 && s.begin == 0});
+      pieces.spans.assign(1, {0, uint32_t(s.end - s.begin), at_start && r.begin == 0 && s.begin == 0});
       if (pre_tokenizer) pre_tokenizer->apply(pieces);
       SF_CHECK(buf.size() + pieces.buf.size() < UINT32_MAX,
                "tokenizer: text too large (over 4 GiB after normalization); split it");
@@ -61,6 +61,30 @@ void Tokenizer::Impl::encode_items(const std::string& buf, const std::vector<Ite
     else
       model->encode_word(all.substr(it.off, it.len), out);
   }
+}
+
+std::vector<int32_t> Tokenizer::encode_continuation(std::string_view text) const {
+  SF_CHECK(text.size() < UINT32_MAX, "tokenizer: text too large");
+  std::string repaired;
+  if (!utf8::is_valid(text)) {
+    repaired = utf8::repair(text);
+    text = repaired;
+  }
+  std::string buf;
+  std::vector<Impl::Item> items;
+  impl_->split(text, buf, items, false);
+  std::vector<int32_t> ids;
+  impl_->encode_items(buf, items, 0, items.size(), ids);
+  return ids;
+}
+
+bool Tokenizer::cuts_after(int32_t id, std::string* content) const {
+  auto it = impl_->added_by_id.find(id);
+  if (it == impl_->added_by_id.end()) return false;
+  const tok::AddedToken& t = impl_->added[it->second];
+  if (t.normalized || t.rstrip || t.single_word) return false;
+  if (content) *content = t.content;
+  return true;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {

@@ -42,6 +42,13 @@ class Tokenizer {
   // Ids of `text`; with add_special_tokens, BOS/EOS as the post-processor says. Long texts are
   // cut at pre-token boundaries and encoded on the global thread pool.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
+  // encode(text, false) of a text that follows an added token inside a longer input (no
+  // "first" prepend of Metaspace), on the calling thread.
+  std::vector<int32_t> encode_continuation(std::string_view text) const;
+  // Whether added token `id` cuts a text into parts encoded independently (Hugging Face splits
+  // added tokens off first): a raw (not normalized) one without rstrip or single_word. Sets
+  // *content to its text.
+  bool cuts_after(int32_t id, std::string* content) const;
   // encode() of every text, in parallel over texts.
   std::vector<std::vector<int32_t>> encode_batch(const std::vector<std::string>& texts,
                                                  bool add_special_tokens) const;

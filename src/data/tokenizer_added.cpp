@@ -109,9 +109,13 @@ void AddedMatcher::split(std::string_view text, std::vector<Segment>& out) const
       }
     }
     if (start_offset < start) out.push_back({start_offset, start, -1});
-    out.push_back({start, stop, tok.id});
+    // An lstrip that reaches back only into what the previous match took leaves an empty match,
+    // which Hugging Face drops (PreTokenizedString::split keeps non-empty pieces only).
+    if (start < stop) out.push_back({start, stop, tok.id});
     start_offset = stop;
-    i = std::max(i, stop);
+    // Hugging Face finds every match in the original text first, then strips: a match inside
+    // whitespace an rstrip already took still counts ("    " with an rstrip "  " token gives the
+    // token twice), so scanning resumes at the match's end, not at the stripped end.
   }
   if (start_offset != n) out.push_back({start_offset, n, -1});
 }

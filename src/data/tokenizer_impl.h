@@ -39,7 +39,10 @@ struct Tokenizer::Impl {
     int32_t id;  // >= 0: added token, emitted as is
   };
   // Added-token split, normalization and pre-tokenization of (valid UTF-8) `text`.
-  void split(std::string_view text, std::string& buf, std::vector<Item>& items) const;
+  // `at_start`: text begins the input (Metaspace prepend_scheme "first" applies); false for a
+  // continuation after an added token (Tokenizer::encode_continuation).
+  void split(std::string_view text, std::string& buf, std::vector<Item>& items,
+             bool at_start = true) const;
   void encode_items(const std::string& buf, const std::vector<Item>& items, size_t begin,
                     size_t end, std::vector<int32_t>& out) const;
 };

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "data/tokenizer_impl.h"
 
 namespace sf {
@@ -13,21 +14,30 @@ using tok::Json;
 using tok::json_path;
 using tok::JsonSource;
 
-Json parse_json(std::string_view text, const std::string& file) {
+Json parse_tokenizer_json(std::string_view text, const std::string& file) {
+  check_json_depth(text, file);  // a Sequence nested 50k deep: an error, not a stack overflow
   try {
     return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (1e888)
     SF_FAIL(file, ": not valid JSON: ", e.what());
   }
 }
 
 std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  SF_CHECK(in, p.string(),
-           ": cannot open (a Hugging Face model directory must hold tokenizer.json)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_input_file(p, "the tokenizer file");
+}
+
+// ByteLevel steps under `j` (a pre-tokenizer, Sequences walked): each maps a byte to up to two,
+// so stacked ones grow a text exponentially; Hugging Face's tokenizers have one at most.
+int count_byte_level(const Json& j) {
+  if (!j.is_object()) return 0;
+  auto t = j.find("type");
+  if (t != j.end() && *t == "ByteLevel") return 1;
+  int n = 0;
+  auto arr = j.find("pretokenizers");
+  if (arr != j.end() && arr->is_array())
+    for (const Json& e : *arr) n += count_byte_level(e);
+  return n;
 }
 
 // Post-processor → ids before/after the sequence. Returns false when it adds nothing.
@@ -123,12 +133,12 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   auto impl = std::make_shared<Impl>();
   impl->source = source;
   JsonSource src{source};
-  Json j = parse_json(tokenizer_json, source);
+  Json j = parse_tokenizer_json(tokenizer_json, source);
   if (!j.is_object()) src.fail("", "expected a JSON object");
   Json cfg;
   std::filesystem::path cfg_name =
       std::filesystem::path(source).parent_path() / "tokenizer_config.json";
-  if (!config_json.empty()) cfg = parse_json(config_json, cfg_name.string());
+  if (!config_json.empty()) cfg = parse_tokenizer_json(config_json, cfg_name.string());
 
   if (j.contains("truncation") && !j["truncation"].is_null())
     src.fail("truncation", "truncation in tokenizer.json is not supported; set it to null");
@@ -138,6 +148,10 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   impl->model.emplace(src.at(j, "", "model"), "model", src);
   impl->max_id = impl->model->max_id();
   impl->normalizer = tok::make_normalizer(j.value("normalizer", Json()), "normalizer", src);
+  if (int n = count_byte_level(j.value("pre_tokenizer", Json())); n > 1)
+    src.fail("pre_tokenizer", sf::str_cat(n, " ByteLevel pre-tokenizers: each maps a byte to up ",
+                                          "to two, so stacked ones grow the text 2^", n,
+                                          " times; a tokenizer has one at most"));
   impl->pre_tokenizer =
       tok::make_pre_tokenizer(j.value("pre_tokenizer", Json()), "pre_tokenizer", src);
   impl->decoder = tok::make_decoder(j.value("decoder", Json()), "decoder", src);
@@ -153,8 +167,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
       tok::AddedToken t;
       t.content = src.str(a, p, "content");
       const Json& id = src.at(a, p, "id");
-      if (!id.is_number_integer() || id.get<int64_t>() < 0)
-        src.fail(json_path(p, "id"), "expected a non-negative integer");
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+        src.fail(json_path(p, "id"), "expected a non-negative 32-bit integer");
       t.id = id.get<int32_t>();
       t.special = src.boolean(a, p, "special", false);
       t.single_word = src.boolean(a, p, "single_word", false);

@@ -96,16 +96,30 @@ class Strip final : public Normalizer {
 
 class Sequence final : public Normalizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
+  Sequence(std::vector<std::unique_ptr<Normalizer>> parts, std::string where)
+      : parts_(std::move(parts)), where_(std::move(where)) {}
   void apply(std::string& s) const override {
-    for (const auto& p : parts_) p->apply(s);
+    const size_t before = s.size();
+    for (const auto& p : parts_) {
+      p->apply(s);
+      check_growth(before, s.size(), where_);
+    }
   }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> parts_;
+  std::string where_;
 };
 
 }  // namespace
+
+void check_growth(size_t before, size_t now, const std::string& where) {
+  if (now > kMaxGrowth * before + kMaxGrowthSlack)
+    SF_FAIL(where, ": this sequence grew a text of ", before, " bytes to ", now,
+            " bytes, past the bound of ", kMaxGrowth, " times + ", kMaxGrowthSlack,
+            " bytes (kMaxGrowth, data/tokenizer_pipeline.h): the steps feed each other "
+            "(stacked ByteLevel or Replace steps?); fix the tokenizer.json");
+}
 
 std::unique_ptr<Normalizer> make_normalizer(const Json& j, const std::string& path,
                                             const JsonSource& src) {
@@ -135,7 +149,7 @@ std::unique_ptr<Normalizer> make_normalizer(const Json& j, const std::string& pa
       auto n = make_normalizer(arr[i], json_path(key_path, i), src);
       if (n) parts.push_back(std::move(n));
     }
-    return std::make_unique<Sequence>(std::move(parts));
+    return std::make_unique<Sequence>(std::move(parts), src.file + ": at `" + path + "`");
   }
   src.fail(json_path(path, "type"),
            "unsupported normalizer type \"" + type +

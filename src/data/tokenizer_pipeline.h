@@ -39,6 +39,13 @@ struct Pieces {
   std::string_view view(const Span& s) const { return std::string_view(buf).substr(s.off, s.len); }
 };
 
+// A Sequence of normalizers or pre-tokenizers may grow its input at most this many times (plus
+// kMaxGrowthSlack bytes): one ByteLevel doubles a text at most, Metaspace about triples it;
+// 49 stacked ByteLevel steps would grow it 2^49 times (issue 14).
+inline constexpr size_t kMaxGrowth = 8, kMaxGrowthSlack = 4096;
+// Fails naming `where` when `now` bytes grew past the bound from `before`.
+void check_growth(size_t before, size_t now, const std::string& where);
+
 class Normalizer {
  public:
   virtual ~Normalizer() = default;

@@ -29,6 +29,14 @@ class AtomicFile {
   bool renamed_ = false;
 };
 
+// Removes "<name>.tmp-<pid>" files in `dir` whose process is gone (kill -9 during a save leaves
+// them: up to a whole checkpoint). Files of live processes are kept. Returns how many it removed.
+size_t remove_stale_temporaries(const std::filesystem::path& dir);
+
+// Test seam: after `bytes` more bytes, AtomicFile::write fails as a full disk does (ENOSPC);
+// negative turns it off. For tests of what a failed save leaves behind.
+void inject_write_failure_after(int64_t bytes);
+
 // The whole of `text` under `path`, atomically.
 void write_file_atomic(const std::filesystem::path& path, const std::string& text);
 

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace sf {
 namespace fs = std::filesystem;
@@ -96,7 +97,7 @@ SafetensorsReader::~SafetensorsReader() = default;
 
 void SafetensorsReader::open_file(const fs::path& file) {
   const std::string f = file.string();
-  int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
   SF_CHECK(fd >= 0, f, ": cannot open (", errno_str(), "); check the path");
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -131,6 +132,7 @@ void SafetensorsReader::open_file(const fs::path& file) {
 
   json header;
   try {
+    check_json_depth(std::string_view(reinterpret_cast<const char*>(base + 8), n), f + " header");
     header = json::parse(base + 8, base + 8 + n);
   } catch (const json::exception& e) {
     SF_FAIL(f, ": header is not valid JSON (", e.what(), "; tensor: none readable): ", kRedo);
@@ -226,6 +228,7 @@ void SafetensorsReader::open_index(const fs::path& index) {
   }
   json j;
   try {
+    check_json_depth(text, f);
     j = json::parse(text);
   } catch (const json::exception& e) {
     SF_FAIL(f, ": not valid JSON (", e.what(), "): ", kRedo);

@@ -61,11 +61,16 @@ struct SafetensorsWriteOptions {
   // Called after each shard is complete under its temporary name (progress reporting). An
   // exception thrown from it aborts the write like any other error: nothing is left behind.
   std::function<void(const std::filesystem::path& shard)> on_shard_written = nullptr;
+  // Small files of the same checkpoint (name in dir, content), e.g. config.json: written under
+  // temporary names with the shards and renamed after every shard and the index, so a failure
+  // (a full disk) never leaves new weights without their config, nor a config without weights.
+  std::vector<std::pair<std::string, std::string>> companion_files;
 };
 
 // Writes `tensors` into dir as model.safetensors (one shard) or model-0000k-of-0000n.safetensors
 // plus model.safetensors.index.json. Each file is written under a temporary name and renamed
-// only once complete and flushed; on any error no partial file is left behind.
+// only once every file is complete and flushed; on any error no partial file is left behind.
+// First removes stale temporary files of dead processes in dir (remove_stale_temporaries).
 void write_safetensors(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
                        const SafetensorsWriteOptions& options = {});
 

@@ -107,6 +107,8 @@ void write_safetensors(const fs::path& dir, const std::vector<TensorToWrite>& te
   SF_CHECK(!ec && fs::is_directory(dir), "write_safetensors: cannot create directory ",
            dir.string(), " (", ec.message(), ")");
 
+  remove_stale_temporaries(dir);
+
   const size_t n = shards.size();
   std::vector<std::unique_ptr<AtomicFile>> files;
   json weight_map = json::object();
@@ -126,7 +128,13 @@ void write_safetensors(const fs::path& dir, const std::vector<TensorToWrite>& te
     files.back()->write(text.data(), text.size());
     files.back()->finish();
   }
-  // Every file is whole on disk; now give them their names, the index last. If a rename fails,
+  for (const auto& [name, text] : options.companion_files) {  // config.json: renamed last
+    files.push_back(std::make_unique<AtomicFile>(dir / name));
+    files.back()->write(text.data(), text.size());
+    files.back()->finish();
+  }
+  // Every file is whole on disk; now give them their names, the index and the companions (the
+  // config) last. If a rename fails,
   // the files already renamed are an incomplete set: remove them too.
   size_t renamed = 0;
   try {

@@ -1,5 +1,6 @@
 #include "model/init.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -10,7 +11,36 @@
 
 namespace sf {
 
+void validate_tiny_model_options(const TinyModelOptions& o) {
+  // Every option is checked before any is used (--heads 0 divided hidden by zero).
+  const std::pair<const char*, int64_t> dims[] = {
+      {"--hidden", o.hidden},         {"--layers", o.layers}, {"--heads", o.heads},
+      {"--kv-heads", o.kv_heads},     {"--intermediate", o.intermediate},
+      {"--vocab", o.vocab},           {"--max-positions", o.max_positions}};
+  for (auto& [name, v] : dims) {
+    SF_CHECK(v > 0, "init-model: ", name, " is ", v, "; it must be positive");
+    SF_CHECK(v < (int64_t(1) << 24), "init-model: ", name, " is ", v,
+             "; it must stay below 2^24 (init-model makes small test models)");
+  }
+  SF_CHECK(o.head_dim >= 0 && o.head_dim < (int64_t(1) << 24), "init-model: --head-dim is ",
+           o.head_dim, "; it must be positive (or 0: hidden / heads)");
+  SF_CHECK(o.head_dim > 0 || o.hidden % o.heads == 0, "init-model: --hidden ", o.hidden,
+           " is not divisible by --heads ", o.heads, "; give --head-dim or change them");
+  SF_CHECK(o.heads % o.kv_heads == 0, "init-model: --heads ", o.heads,
+           " is not divisible by --kv-heads ", o.kv_heads);
+  const int64_t head_dim = o.head_dim ? o.head_dim : o.hidden / o.heads;
+  SF_CHECK(head_dim % 2 == 0, "init-model: the head dimension ", head_dim,
+           " is odd; RoPE needs it even");
+  SF_CHECK(std::isfinite(o.rope_theta) && o.rope_theta > 0, "init-model: --rope-theta is ",
+           o.rope_theta, "; it must be a positive finite number");
+  SF_CHECK(std::isfinite(o.rms_norm_eps) && float(o.rms_norm_eps) > 0,
+           "init-model: --rms-norm-eps is ", o.rms_norm_eps, "; it must be positive (in float)");
+  SF_CHECK(std::isfinite(o.init_std) && o.init_std >= 0, "init-model: --init-std is ",
+           o.init_std, "; it must be a finite non-negative number");
+}
+
 std::string tiny_model_config_json(const TinyModelOptions& o) {
+  validate_tiny_model_options(o);
   static const std::pair<const char*, const char*> kArch[] = {
       {"llama", "LlamaForCausalLM"},
       {"mistral", "MistralForCausalLM"},

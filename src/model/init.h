@@ -17,7 +17,10 @@ struct TinyModelOptions {
   uint64_t seed = 1234;
 };
 
-// config.json text in transformers' format for these options.
+// Fails (naming the --option) unless every field is positive, divisible as the heads need and
+// small enough that no size overflows.
+void validate_tiny_model_options(const TinyModelOptions& o);
+// config.json text in transformers' format for these options (validated first).
 std::string tiny_model_config_json(const TinyModelOptions& o);
 // Writes config.json and model.safetensors (F32): weights ~ N(0, init_std), norms 1, biases 0.
 void write_random_model(const std::filesystem::path& dir, const TinyModelOptions& o);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace sf {
 using json = nlohmann::json;
@@ -191,7 +192,33 @@ const ArchDef& arch_def(Arch arch) {
   SF_FAIL("arch_def: unknown architecture ", int(arch));
 }
 
+namespace {
+
+// RoPE's inverse frequencies theta^(-2i/D) must all be finite and positive: a theta of 5e-324
+// (or 1e308 with a tiny head_dim) gives inf or 0 and then NaN logits with exit 0.
+void check_rope_frequencies(const Config& c, const ModelSpec& s) {
+  SF_CHECK(std::isfinite(s.rope_theta) && s.rope_theta > 0, c.source(), ": 'rope_theta' is ",
+           s.rope_theta, "; it must be a positive finite number (10000 or 500000 in real models)");
+  for (int64_t i = 0; i < s.head_dim / 2; ++i) {
+    const double f = std::pow(s.rope_theta, -2.0 * double(i) / double(s.head_dim));
+    const float ff = float(f);
+    SF_CHECK(std::isfinite(ff) && ff > 0, c.source(), ": 'rope_theta' ", s.rope_theta,
+             " gives RoPE frequency ", i, " = ", f, ", which is not a positive finite float; ",
+             "fix config.json");
+  }
+}
+
+void check_partial_rotary(const Config& c) {
+  if (!c.has("partial_rotary_factor")) return;
+  const double f = c.get_double("partial_rotary_factor");
+  SF_CHECK(f == 1.0, c.source(), ": '", c.path("partial_rotary_factor"), "' is ", f,
+           ": partial RoPE is not implemented (only 1.0, RoPE over the whole head)");
+}
+
+}  // namespace
+
 ModelSpec parse_model_spec(const std::string& json_text, const std::string& source) {
+  check_json_depth(json_text, source);
   json j;
   try {
     j = json::parse(json_text);
@@ -228,7 +255,13 @@ ModelSpec parse_model_spec(const std::string& json_text, const std::string& sour
   s.rms_norm_eps = c.get_double("rms_norm_eps", 1e-6);
   SF_CHECK(s.rms_norm_eps > 0, source, ": 'rms_norm_eps' must be positive");
   parse_rope(c, def, s);
-  SF_CHECK(s.rope_theta > 0, source, ": 'rope_theta' must be positive");
+  check_rope_frequencies(c, s);
+  check_partial_rotary(c);
+  if (c.has("rope_parameters")) check_partial_rotary(c.object("rope_parameters"));
+  SF_CHECK(float(s.rms_norm_eps) > 0, source, ": 'rms_norm_eps' ", s.rms_norm_eps,
+           " is 0 in float; use a value like 1e-5 or 1e-6");
+  SF_CHECK(s.max_position_embeddings > 0, source, ": 'max_position_embeddings' is ",
+           s.max_position_embeddings, "; it must be positive");
   switch (def.bias) {
     case ArchDef::Bias::kNone:
       break;
@@ -244,6 +277,8 @@ ModelSpec parse_model_spec(const std::string& json_text, const std::string& sour
   s.qk_norm = def.qk_norm;
   // The engine implements SwiGLU with SiLU and no dropout: anything else would train silently
   // differently from transformers.
+  SF_CHECK(!c.contains("hidden_act") || c.has("hidden_act"), source,
+           ": 'hidden_act' is null; set it to \"silu\" (the only activation supported)");
   const std::string act = c.get_string("hidden_act", "silu");
   SF_CHECK(act == "silu" || act == "swish", c.source(), ": hidden_act \"", act,
            "\" is not supported (only silu, the activation of these architectures)");
@@ -256,6 +291,10 @@ ModelSpec parse_model_spec(const std::string& json_text, const std::string& sour
   s.eos_token_id = c.get_token_id("eos_token_id");
   // transformers builds nn.Embedding(padding_idx=pad_token_id): that row's gradient is always 0.
   s.pad_token_id = c.get_token_id("pad_token_id");
+  // A negative padding_idx counts from the end in torch (-1: the last row): not what we do.
+  SF_CHECK(!c.has("pad_token_id") || s.pad_token_id >= 0, c.source(), ": 'pad_token_id' is ",
+           s.pad_token_id, "; a negative padding index is not supported: set it to null or to ",
+           "the pad token's id");
   SF_CHECK(s.pad_token_id < s.vocab, c.source(), ": pad_token_id ", s.pad_token_id,
            " is outside the vocabulary of ", s.vocab, "; fix config.json");
   return s;
@@ -263,11 +302,9 @@ ModelSpec parse_model_spec(const std::string& json_text, const std::string& sour
 
 ModelSpec load_model_spec(const std::filesystem::path& model_dir) {
   const std::filesystem::path file = model_dir / "config.json";
-  std::ifstream in(file, std::ios::binary);
-  SF_CHECK(in, file.string(), ": cannot open; point at a Hugging Face checkpoint directory");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_model_spec(text.str(), file.string());
+  SF_CHECK(std::filesystem::exists(file), file.string(),
+           ": cannot open; point at a Hugging Face checkpoint directory");
+  return parse_model_spec(read_input_file(file, "the model config"), file.string());
 }
 
 std::array<TensorDesc, size_t(LayerTensor::kCount)> layer_tensors(const ModelSpec& s,

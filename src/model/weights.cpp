@@ -211,8 +211,10 @@ void save_hf_checkpoint(const fs::path& dir, const ModelSpec& spec,
   SafetensorsWriteOptions options;
   options.dtype = dtype;
   options.max_shard_bytes = max_shard_bytes;
+  // config.json is written with the weights and renamed after them (issue 14: a full disk used to
+  // leave new weights without a config).
+  options.companion_files.emplace_back("config.json", config_json_text);
   write_safetensors(dir, out, options);  // creates dir
-  write_file_atomic(config_path, config_json_text);
 }
 
 }  // namespace sf

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "data/jinja/builtins.h"
+#include "data/jinja/limits.h"
 #include "data/jinja/text.h"
 
 namespace sf::jinja {
@@ -122,7 +123,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (ints) return Value(checked(add, x, y));
     if (nums) return Value(a.as_double() + b.as_double());
-    if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
+    if (a.is_string() && b.is_string()) return Value(a.str() + b.str());  // sizes: eval()
     if (a.is_sequence() && a.kind() == b.kind()) {
       List l = a.items();
       l.insert(l.end(), b.items().begin(), b.items().end());
@@ -146,6 +147,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if ((seq->is_string() || seq->is_sequence()) &&
         (cnt->kind() == Value::Kind::kInt || cnt->kind() == Value::Kind::kBool)) {
       int64_t times = std::max<int64_t>(0, cnt->as_int());
+      size_t unit = seq->is_string() ? seq->str().size() : seq->items().size();
+      if (unit == 0 || times == 0) return seq->is_string() ? Value("") : Value::list({}, seq->kind() == Value::Kind::kTuple);
+      if (static_cast<uint64_t>(times) > kMaxStringBytes / unit)
+        throw LinelessError(sf::str_cat("repetition too large: ", unit, " x ", times,
+                                        " exceeds the limit of ", kMaxStringBytes,
+                                        " bytes (or items) per value (jinja/limits.h)"));
       if (seq->is_string()) {
         std::string o;
         for (int64_t i = 0; i < times; ++i) o += seq->str();
@@ -167,6 +174,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
                                             : "division by zero");
     if (op == "/") return Value(a.as_double() / b.as_double());
     if (ints) {
+      if (x == INT64_MIN && y == -1) {
+        if (op == "%") return Value(int64_t{0});
+        throw LinelessError("integer overflow (the interpreter's integers are 64-bit)");
+      }
       int64_t q = x / y, m = x % y;
       if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
       return Value(op == "//" ? q : m);
@@ -181,9 +192,14 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     return Value(fl);
   }
   if (op == "**") {
-    if (ints && y >= 0) {
-      int64_t p = 1;
-      for (int64_t i = 0; i < y; ++i) p = checked(mul, p, x);
+    if (ints && y >= 0) {  // by squaring: 64 multiplications at most, any exponent
+      if (x == 0 || x == 1) return Value(y == 0 ? int64_t{1} : x);
+      if (x == -1) return Value(y % 2 ? int64_t{-1} : int64_t{1});
+      int64_t p = 1, base = x;
+      for (int64_t e = y; e > 0; e >>= 1) {  // |x| >= 2: overflows before e runs out
+        if (e & 1) p = checked(mul, p, base);
+        if (e > 1) base = checked(mul, base, base);
+      }
       return Value(p);
     }
     if (nums) return Value(std::pow(a.as_double(), b.as_double()));
@@ -195,7 +211,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
 Value negate(const Value& v) {
   v.require_defined();
   if (v.kind() == Value::Kind::kFloat) return Value(-v.as_double());
-  if (v.is_number()) return Value(-v.as_int());
+  if (v.is_number()) {
+    if (v.as_int() == INT64_MIN)
+      throw LinelessError("integer overflow (the interpreter's integers are 64-bit)");
+    return Value(-v.as_int());
+  }
   throw LinelessError(sf::str_cat("bad operand type for unary -: '", python_type_name(v), "'"));
 }
 
@@ -323,6 +343,8 @@ std::string to_json(const Value& v, const JsonOptions& o) {
   if (pretty) {
     if (o.indent.is_string())
       ind = o.indent.str();
+    else if (o.indent.kind() == Value::Kind::kInt && o.indent.as_int() > 4096)
+      throw LinelessError(sf::str_cat("tojson: indent ", o.indent.as_int(), " is past 4096"));
     else if (o.indent.kind() == Value::Kind::kInt)
       ind.assign(std::max<int64_t>(0, o.indent.as_int()), ' ');
     else

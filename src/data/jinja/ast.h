@@ -41,6 +41,7 @@ enum class NodeKind {
 struct Node {
   NodeKind kind;
   int line = 0;
+  int depth = 1;  // of the subtree (the parser refuses more than kMaxNesting)
   std::string name;
   Value value;
   bool negated = false;

@@ -1,5 +1,6 @@
 // defines: has_filter, apply_filter — jinja2's builtin filters that chat templates use, with
 // transformers' tojson (see builtins.h)
+#include <charconv>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -47,8 +48,10 @@ Value attr_path(const Value& v, const Value& attribute) {
   Value cur = v;
   for (const auto& part : text::split(attribute.to_str(), std::string("."), -1)) {
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    cur = digits ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part))))
-                 : get_item(cur, Value(part));
+    int64_t index = 0;
+    if (digits && std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc())
+      digits = false;  // past 64 bits: no such element; looked up as a key, undefined
+    cur = digits ? get_item(cur, Value(index)) : get_item(cur, Value(part));
   }
   return cur;
 }
@@ -125,8 +128,12 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       Value def = a.get(0, "default", Value(0));
       if (a.pos.size() > 1 || !a.get(1, "base").is_undefined())
         throw LinelessError("unsupported construct: int filter with a base");
-      if (v.kind() == Value::Kind::kFloat)
+      if (v.kind() == Value::Kind::kFloat) {
+        if (!(std::fabs(v.as_double()) < 9.2e18))  // NaN, inf, or past 64 bits
+          throw LinelessError(sf::str_cat("int: ", v.repr(),
+                                          " does not fit the interpreter's 64-bit integers"));
         return Value(static_cast<int64_t>(std::trunc(v.as_double())));
+      }
       if (v.is_number()) return Value(v.as_int());
       if (v.is_string()) {
         std::string s = text::strip(v.str(), std::nullopt, true, true);
@@ -135,7 +142,10 @@ const std::unordered_map<std::string, FilterFn>& filters() {
           int64_t i = std::stoll(s, &used);
           if (used == s.size()) return Value(i);
           double d = std::stod(s, &used);
-          if (used == s.size()) return Value(static_cast<int64_t>(std::trunc(d)));
+          if (used == s.size()) {
+            if (!(std::fabs(d) < 9.2e18)) return def;  // past 64 bits
+            return Value(static_cast<int64_t>(std::trunc(d)));
+          }
         } catch (const std::exception&) {
         }
       }
@@ -313,6 +323,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     m["indent"] = [](const Value& v, CallArgs& a) {
       a.check("indent", 3, {"width", "first", "blank"});
       Value w = a.get(0, "width", Value(4));
+      if (!w.is_string() && w.as_int() > 4096)
+        throw LinelessError(sf::str_cat("indent: width ", w.as_int(), " is past 4096"));
       std::string ind =
           w.is_string() ? w.str() : std::string(std::max<int64_t>(0, w.as_int()), ' ');
       bool first = a.get(1, "first", Value(false)).truthy(),

@@ -2,6 +2,7 @@
 #include "data/jinja/interpreter.h"
 
 #include "data/jinja/builtins.h"
+#include "data/jinja/limits.h"
 #include "data/jinja/parser.h"
 #include "data/jinja/template.h"
 
@@ -26,6 +27,19 @@ Interpreter::Interpreter(std::string name, const Value& context) : name_(std::mo
 
 void Interpreter::fail(int line, const std::string& msg) const {
   throw TemplateError(sf::str_cat("chat template ", name_, " line ", line, ": ", msg));
+}
+
+void Interpreter::step(int line, size_t bytes) {
+  steps_ += 1 + static_cast<int64_t>(bytes / 64);
+  if (steps_ > kMaxRenderSteps)
+    fail(line, sf::str_cat("the render took more than ", kMaxRenderSteps,
+                           " steps (kMaxRenderSteps in src/data/jinja/limits.h): a runaway loop?"));
+}
+
+void Interpreter::check_size(int line, size_t n, const char* what) const {
+  if (n > kMaxStringBytes)
+    fail(line, sf::str_cat(what, " is larger than ", kMaxStringBytes,
+                           " bytes (kMaxStringBytes in src/data/jinja/limits.h)"));
 }
 
 std::string Interpreter::run(const Body& body) {
@@ -78,6 +92,22 @@ Interpreter::Flow Interpreter::exec(const Body& body) {
 }
 
 Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
+  step(s.line);
+  if (++eval_depth_ > kMaxEvalDepth) {
+    --eval_depth_;
+    fail(s.line, sf::str_cat("evaluation nested deeper than ", kMaxEvalDepth,
+                             " levels (kMaxEvalDepth in src/data/jinja/limits.h)"));
+  }
+  struct Depth {
+    int& d;
+    ~Depth() { --d; }
+  } depth_guard{eval_depth_};
+  Flow flow = exec_stmt_inner(s);
+  check_size(s.line, out_->size(), "the rendered text");
+  return flow;
+}
+
+Interpreter::Flow Interpreter::exec_stmt_inner(const Stmt& s) {
   try {
     switch (s.kind) {
       case StmtKind::kText:
@@ -104,6 +134,13 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
         if (!s.text.empty() && s.text[0] == '_')
           throw LinelessError(
               "chat templates cannot store underscore-prefixed attributes on a namespace");
+        int nest = Value::nesting_of(v, kMaxValueDepth);
+        if (nest < 0)
+          throw LinelessError("unsupported construct: a namespace stored in namespace attribute '" +
+                              s.targets[0] + "." + s.text + "'");
+        if (nest + 1 > kMaxValueDepth)
+          throw LinelessError(sf::str_cat("a value nested deeper than ", kMaxValueDepth,
+                                          " lists/dicts (kMaxValueDepth in src/data/jinja/limits.h)"));
         ns.dict().set(Value(s.text), v);
         break;
       }
@@ -169,6 +206,7 @@ void Interpreter::exec_for(const Stmt& s) {
   }
   const auto n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    step(s.line, 7 * 64);  // an iteration (its loop object) costs as 8 steps
     frames_.back().clear();  // jinja2: a `set` in the body lasts one iteration
     assign(s.targets, items[i]);
     Dict loop;
@@ -273,11 +311,25 @@ Value Interpreter::eval_call(const Node& n, const Value* caller) {
 }
 
 Value Interpreter::eval(const Node& n) {
+  if (++eval_depth_ > kMaxEvalDepth) {
+    --eval_depth_;
+    fail(n.line, sf::str_cat("evaluation nested deeper than ", kMaxEvalDepth,
+                             " levels (kMaxEvalDepth in src/data/jinja/limits.h)"));
+  }
+  struct Depth {
+    int& d;
+    ~Depth() { --d; }
+  } depth_guard{eval_depth_};
+  Value v;
   try {
-    return eval_inner(n);
+    v = eval_inner(n);
   } catch (const LinelessError& e) {
     fail(n.line, e.what());
   }
+  size_t size = v.is_string() ? v.str().size() : v.is_sequence() ? v.items().size() : 0;
+  step(n.line, v.is_sequence() ? size * 64 : size);  // a list element costs as 64 bytes
+  check_size(n.line, size, "a value");
+  return v;
 }
 
 Value Interpreter::eval_inner(const Node& n) {

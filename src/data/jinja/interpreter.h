@@ -20,6 +20,7 @@ class Interpreter {
 
   Flow exec(const Body& body);
   Flow exec_stmt(const Stmt& s);
+  Flow exec_stmt_inner(const Stmt& s);
   void exec_for(const Stmt& s);
   Value eval(const Node& n);
   Value eval_inner(const Node& n);
@@ -36,6 +37,10 @@ class Interpreter {
   std::string* out_ = nullptr;
   int macro_depth_ = 0;
   static constexpr int kMaxMacroDepth = 200;
+  int eval_depth_ = 0;     // kMaxEvalDepth (limits.h)
+  int64_t steps_ = 0;      // kMaxRenderSteps
+  void step(int line, size_t bytes = 0);  // counts work; fails past the limits
+  void check_size(int line, size_t n, const char* what) const;
 };
 
 }  // namespace sf::jinja

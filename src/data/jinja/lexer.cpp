@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 #include "data/jinja/text.h"
@@ -243,7 +244,7 @@ std::vector<Token> lex(const std::string& source, const std::string& name) {
           if (src[i] != '_') lit += src[i];
         Token tok{is_float ? TokenKind::kFloat : TokenKind::kInt, lit, line};
         if (is_float) {
-          tok.fval = std::stod(lit);
+          tok.fval = std::strtod(lit.c_str(), nullptr);  // 1e400 → inf, as Python's literal
         } else {
           auto r = std::from_chars(lit.data(), lit.data() + lit.size(), tok.ival);
           if (r.ec != std::errc()) fail(name, line, "integer literal " + lit + " exceeds 64 bits");

@@ -9,6 +9,7 @@ namespace detail {
 
 Body Parser::parse_body(const std::vector<std::string>& ends, std::string* ended,
                         const std::string& opener, int open_line) {
+  Nest nest(*this, open_line);
   Body body;
   while (true) {
     const Token& tok = cur();
@@ -180,7 +181,8 @@ void Parser::parse_if(Stmt& s) {
   expect(TK::kBlockEnd, "'%}'");
   std::string ended;
   s.body = parse_body({"elif", "else", "endif"}, &ended, "if", s.line);
-  if (ended == "elif") {
+  if (ended == "elif") {  // an if inside the else: one level deeper for the interpreter too
+    Nest nest(*this, s.line);
     auto e = std::make_shared<Stmt>();
     e->line = peek(0).line;
     parse_if(*e);

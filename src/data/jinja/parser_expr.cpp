@@ -25,10 +25,11 @@ NodePtr Parser::parse_tuple(bool with_condexpr, bool explicit_parens) {
     fail(line, "expected an expression, got " + describe(cur()));
   auto n = make(NodeKind::kTuple, line);
   n->kids = std::move(items);
-  return n;
+  return sealed(n);
 }
 
 NodePtr Parser::parse_expr(bool with_condexpr) {
+  Nest nest(*this, cur().line);
   NodePtr e = parse_or();
   if (!with_condexpr) return e;
   while (is_name("if")) {
@@ -45,7 +46,7 @@ NodePtr Parser::parse_expr(bool with_condexpr) {
       c->kids.push_back(nullptr);
     }
     soft_ = soft;
-    e = c;
+    e = sealed(c);
   }
   return e;
 }
@@ -54,7 +55,7 @@ NodePtr Parser::binary(NodeKind k, NodePtr a, NodePtr b, int line, const std::st
   auto n = make(k, line);
   n->name = op;
   n->kids = {std::move(a), std::move(b)};
-  return n;
+  return sealed(n);
 }
 
 NodePtr Parser::parse_or() {
@@ -77,9 +78,10 @@ NodePtr Parser::parse_and() {
 
 NodePtr Parser::parse_not() {
   if (is_name("not")) {
+    Nest nest(*this, cur().line);
     auto n = make(NodeKind::kNot, next().line);
     n->kids.push_back(parse_not());
-    return n;
+    return sealed(n);
   }
   return parse_compare();
 }
@@ -107,7 +109,7 @@ NodePtr Parser::parse_compare() {
     n->ops.push_back(op);
     n->kids.push_back(parse_math1());
   }
-  return n->ops.empty() ? first : n;
+  return n->ops.empty() ? first : sealed(n);
 }
 
 NodePtr Parser::parse_math1() {
@@ -149,9 +151,11 @@ NodePtr Parser::parse_pow() {
 NodePtr Parser::parse_unary(bool with_filter) {
   NodePtr n;
   if (is_op("-") || is_op("+")) {
+    Nest nest(*this, cur().line);
     Token op = next();
     n = make(op.text == "-" ? NodeKind::kNeg : NodeKind::kPos, op.line);
     n->kids.push_back(parse_unary(false));
+    sealed(n);
   } else {
     n = parse_primary();
   }
@@ -211,7 +215,7 @@ NodePtr Parser::parse_primary() {
           }
         }
         next();
-        return n;
+        return sealed(n);
       }
       break;
     default:
@@ -229,7 +233,7 @@ NodePtr Parser::parse_postfix(NodePtr n) {
         auto x = make(NodeKind::kAttr, line);
         x->name = a.text;
         x->kids.push_back(n);
-        n = x;
+        n = sealed(x);
       } else if (a.kind == TK::kInt) {
         auto k = make(NodeKind::kConst, line);
         k->value = Value(a.ival);
@@ -266,7 +270,7 @@ NodePtr Parser::parse_subscript(NodePtr obj, int line) {
   if (!slice) return binary(NodeKind::kItem, obj, start, line);
   auto n = make(NodeKind::kSlice, line);
   n->kids = {obj, start, stop, step};
-  return n;
+  return sealed(n);
 }
 
 void Parser::parse_call_args(Node& n) {
@@ -296,7 +300,7 @@ NodePtr Parser::parse_call(NodePtr callee) {
   auto n = make(NodeKind::kCall, cur().line);
   n->kids.push_back(callee);
   parse_call_args(*n);
-  return n;
+  return sealed(n);
 }
 
 NodePtr Parser::parse_filter_expr(NodePtr n) {
@@ -330,7 +334,7 @@ NodePtr Parser::parse_filter(NodePtr n, bool start_inline) {
     if (!has_filter(f->name) && !soft_) fail(f->line, "unknown filter '" + f->name + "'");
     f->kids.push_back(n);
     if (is_op("(")) parse_call_args(*f);
-    n = f;
+    n = sealed(f);
   }
   return n;
 }
@@ -353,7 +357,7 @@ NodePtr Parser::parse_test(NodePtr n) {
     if (is_name("is")) fail(c.line, "you cannot chain multiple tests with 'is'");
     t->kids.push_back(parse_postfix(parse_primary()));
   }
-  return t;
+  return sealed(t);
 }
 
 }  // namespace sf::jinja::detail

@@ -8,6 +8,7 @@
 
 #include "data/jinja/ast.h"
 #include "data/jinja/lexer.h"
+#include "data/jinja/limits.h"
 
 namespace sf::jinja::detail {
 
@@ -24,6 +25,7 @@ class Parser {
   std::string name_;
   size_t p_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;  // open brackets, blocks, unary operators (kMaxNesting)
   bool soft_ = false;  // inside an if / inline-if: unknown filters and tests fail at runtime
   std::vector<std::set<std::string>*> names_used_;
   const Token& cur() const { return t_[p_]; }
@@ -69,6 +71,35 @@ class Parser {
   std::string expect_name() {
     if (cur().kind != TK::kName) fail(cur().line, "expected a name, got " + describe(cur()));
     return next().text;
+  }
+
+  [[noreturn]] void too_deep(int line) const {
+    fail(line, sf::str_cat("nesting deeper than ", kMaxNesting,
+                           " levels (brackets, blocks, unary operators, operator or filter chains)",
+                           "; the limit is kMaxNesting in src/data/jinja/limits.h"));
+  }
+  // Entered by every recursive descent: fails past kMaxNesting before the stack runs out.
+  struct Nest {
+    Parser& p;
+    Nest(Parser& parser, int line) : p(parser) {
+      if (++p.nesting_ > kMaxNesting) {
+        --p.nesting_;
+        p.too_deep(line);
+      }
+    }
+    ~Nest() { --p.nesting_; }
+  };
+  // Sets n's subtree depth from its kids; fails past kMaxNesting (a chain of 10^5 filters would
+  // otherwise overflow the stack when evaluated or freed).
+  NodePtr sealed(NodePtr n) const {
+    int d = 0;
+    for (const auto& k : n->kids)
+      if (k) d = std::max(d, k->depth);
+    for (const auto& kv : n->kwargs)
+      if (kv.second) d = std::max(d, kv.second->depth);
+    n->depth = d + 1;
+    if (n->depth > kMaxNesting) too_deep(n->line);
+    return n;
   }
 
   static NodePtr make(NodeKind k, int line) {

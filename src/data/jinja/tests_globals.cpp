@@ -107,10 +107,11 @@ Dict make_globals() {
           int64_t step = a.pos.size() > 2 ? a.pos[2].as_int() : 1;
           if (step == 0) throw LinelessError("range() arg 3 must not be zero");
           List l;
-          for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+          for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
             if (l.size() >= 100000)
               throw LinelessError("range too big: the sandbox allows at most 100000 items");
             l.emplace_back(i);
+            if (__builtin_add_overflow(i, step, &i)) break;  // past INT64_MAX/MIN: past stop
           }
           return Value::list(std::move(l));
         }));

@@ -1,6 +1,7 @@
 // defines: sf::jinja::Value, Dict, CallArgs, equals, compare (see value.h)
 #include "data/jinja/value.h"
 
+#include "data/jinja/limits.h"
 #include "data/jinja/text.h"
 
 namespace sf::jinja {
@@ -15,18 +16,57 @@ Value Value::none() {
   v.kind_ = Kind::kNone;
   return v;
 }
+namespace {
+int checked_depth(int d) {
+  if (d > kMaxValueDepth)
+    throw LinelessError(sf::str_cat("a value nested deeper than ", kMaxValueDepth,
+                                    " lists/dicts (kMaxValueDepth in src/data/jinja/limits.h)"));
+  return d;
+}
+}  // namespace
+
 Value Value::list(List items, bool tuple) {
   Value v;
   v.kind_ = tuple ? Kind::kTuple : Kind::kList;
+  int d = 0;
+  for (const auto& e : items) d = std::max(d, e.depth_);
+  v.depth_ = checked_depth(d + 1);
   v.list_ = std::make_shared<List>(std::move(items));
   return v;
 }
 Value Value::dict(Dict d, Kind kind) {
   Value v;
   v.kind_ = kind;
+  int depth = 0;
+  for (const auto& [k, e] : d.entries) depth = std::max({depth, k.depth_, e.depth_});
+  v.depth_ = checked_depth(depth + 1);
   v.dict_ = std::make_shared<Dict>(std::move(d));
   return v;
 }
+
+int Value::nesting_of(const Value& v, int limit) {
+  if (v.kind_ == Kind::kNamespace) return -1;
+  if (limit < 0) return 0;
+  int d = 0;
+  if (v.list_) {
+    for (const auto& e : *v.list_) {
+      int k = nesting_of(e, limit - 1);
+      if (k < 0) return -1;
+      d = std::max(d, k);
+    }
+    return d + 1;
+  }
+  if (v.dict_ && v.kind_ != Kind::kFunc) {
+    for (const auto& [k, e] : v.dict_->entries) {
+      int n = nesting_of(e, limit - 1);
+      if (n < 0) return -1;
+      d = std::max(d, n);
+    }
+    return d + 1;
+  }
+  return 0;
+}
+
 Value Value::func(std::string name, Func f) {
   Value v;
   v.kind_ = Kind::kFunc;
@@ -37,7 +77,10 @@ Value Value::func(std::string name, Func f) {
 
 namespace {
 template <typename J>
-Value from_json_impl(const J& j) {
+Value from_json_impl(const J& j, int depth = 0) {
+  // The readers refuse deep JSON before nlohmann parses it (data/json_limits.h); this stops a
+  // json built in memory before the recursion below runs out of stack.
+  if (depth > kMaxValueDepth) checked_depth(depth);
   switch (j.type()) {
     case J::value_t::null:
       return Value::none();
@@ -57,13 +100,13 @@ Value from_json_impl(const J& j) {
       return Value(j.template get<std::string>());
     case J::value_t::array: {
       List l;
-      for (const auto& e : j) l.push_back(from_json_impl(e));
+      for (const auto& e : j) l.push_back(from_json_impl(e, depth + 1));
       return Value::list(std::move(l));
     }
     case J::value_t::object: {
       Dict d;
       for (auto it = j.begin(); it != j.end(); ++it)
-        d.entries.emplace_back(Value(it.key()), from_json_impl(it.value()));
+        d.entries.emplace_back(Value(it.key()), from_json_impl(it.value(), depth + 1));
       return Value::dict(std::move(d));
     }
     default:

@@ -72,6 +72,14 @@ class Value {
   static Value from_json(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
+  // Nesting of lists/dicts inside this value (0: a scalar), as of its creation; list() and dict()
+  // refuse more than kMaxValueDepth (limits.h) so printing, comparing or freeing cannot overflow
+  // the stack. Namespaces are mutable: their attribute assignment checks with nesting_of().
+  int depth() const { return depth_; }
+  // The nesting of v (walks it, up to `limit` levels); -1 when v is or contains a namespace.
+  // Namespace attributes take only namespace-free values: then no mutation can make a value
+  // deeper than twice kMaxValueDepth, nor a cycle.
+  static int nesting_of(const Value& v, int limit);
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
   bool is_none() const { return kind_ == Kind::kNone; }
   bool is_string() const { return kind_ == Kind::kString; }
@@ -103,6 +111,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
+  int depth_ = 0;
   int64_t i_ = 0;
   double f_ = 0;
   std::string s_;

@@ -1,0 +1,132 @@
+// Hostile templates (issue 14): integer overflow, deep nesting, huge repetition and runaway work
+// end in a TemplateError that names the template, the line and the limit — never a crash or a hang.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "core/error.h"
+#include "data/jinja/limits.h"
+#include "data/jinja/template.h"
+
+namespace {
+
+using sf::jinja::Template;
+using sf::jinja::Value;
+
+std::string render(const std::string& src) {
+  return Template(src, "t").render(Value::from_json(nlohmann::ordered_json::object()));
+}
+
+std::string error_of(const std::string& src) {
+  try {
+    render(src);
+  } catch (const sf::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string repeat(const std::string& s, int n) {
+  std::string o;
+  for (int i = 0; i < n; ++i) o += s;
+  return o;
+}
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << text
+
+}  // namespace
+
+TEST(JinjaLimits, IntegerOverflowIsAnError) {
+  EXPECT_HAS(error_of("{{ (-9223372036854775807 - 1) // -1 }}"), "t line 1: integer overflow");
+  EXPECT_EQ(render("{{ (-9223372036854775807 - 1) % -1 }}"), "0");  // Python: 0
+  EXPECT_HAS(error_of("{{ -(-9223372036854775807 - 1) }}"), "integer overflow");
+  EXPECT_EQ(render("{{ -7 // 2 }} {{ -7 % 2 }} {{ 7 // -2 }}"), "-4 1 -4");
+}
+
+TEST(JinjaLimits, PowerIsFastForAnyExponent) {
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(render("{{ 1 ** 1000000000000000000 }}"), "1");
+  EXPECT_EQ(render("{{ 0 ** 1000000000000000000 }}"), "0");
+  EXPECT_EQ(render("{{ 0 ** 0 }}"), "1");
+  EXPECT_EQ(render("{{ (-1) ** 1000000000000000001 }} {{ (-1) ** 4 }}"), "-1 1");
+  EXPECT_EQ(render("{{ 3 ** 5 }} {{ (-2) ** 63 }}"), "243 -9223372036854775808");
+  EXPECT_HAS(error_of("{{ 2 ** 63 }}"), "integer overflow");
+  EXPECT_HAS(error_of("{{ 2 ** 1000000000000000000 }}"), "integer overflow");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+}
+
+TEST(JinjaLimits, RepetitionIsBounded) {
+  EXPECT_EQ(render("[{{ '' * 1000000000000000000 }}]"), "[]");
+  EXPECT_EQ(render("{{ [] * 1000000000000000000 }}"), "[]");
+  EXPECT_EQ(render("{{ 'ab' * 3 }}"), "ababab");
+  std::string e = error_of("{{ 'ab' * 10000000000 }}");
+  EXPECT_HAS(e, "t line 1: repetition too large: 2 x 10000000000");
+  EXPECT_HAS(e, "jinja/limits.h");
+  EXPECT_HAS(error_of("{{ [1, 2] * 10000000000 }}"), "repetition too large");
+}
+
+TEST(JinjaLimits, OutputSizeIsBounded) {
+  // 1 MiB per iteration, 100 iterations: past 64 MiB of output.
+  std::string e = error_of(
+      "{% set s = 'x' * 1048576 %}\n{% for i in range(100) %}{{ s }}{% endfor %}");
+  EXPECT_HAS(e, "the rendered text is larger than 67108864 bytes (kMaxStringBytes");
+  // A string doubled in a namespace: fails on the value, not by bad_alloc.
+  e = error_of(
+      "{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}");
+  EXPECT_HAS(e, "larger than 67108864 bytes");
+}
+
+TEST(JinjaLimits, RunawayLoopsHitTheStepLimit) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string e = error_of(
+      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
+  EXPECT_HAS(e, "more than 20000000 steps (kMaxRenderSteps");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+}
+
+TEST(JinjaLimits, DeepNestingIsAParseError) {
+  std::string want = "nesting deeper than 100 levels";
+  std::string e = error_of("{{ " + repeat("(", 3000) + "1" + repeat(")", 3000) + " }}");
+  EXPECT_HAS(e, "chat template t line 1: " + want);
+  EXPECT_HAS(e, "kMaxNesting");
+  EXPECT_HAS(error_of(repeat("{% if true %}\n", 5000) + "x" + repeat("{% endif %}", 5000)),
+             want);
+  EXPECT_HAS(error_of("{{ " + repeat("[", 4000) + repeat("]", 4000) + " }}"), want);
+  EXPECT_HAS(error_of("{{ 'a'" + repeat(" | trim", 10000) + " }}"), want);
+  EXPECT_HAS(error_of("{{ 1" + repeat(" + 1", 100000) + " }}"), want);
+  EXPECT_HAS(error_of("{{ " + repeat("-", 100000) + "1 }}"), want);
+  EXPECT_HAS(error_of("{{ " + repeat("not ", 100000) + "1 }}"), want);
+  EXPECT_HAS(error_of("{{ x" + repeat(".a", 100000) + " }}"), want);
+  EXPECT_HAS(error_of("{% if a %}" + repeat("{% elif a %}", 10000) + "{% endif %}"), want);
+  // The line named is where the limit was crossed.
+  EXPECT_HAS(error_of(repeat("{% if true %}\n", 200) + repeat("{% endif %}", 200)),
+             "t line 100: " + want);
+  // 90 levels still render.
+  EXPECT_EQ(render("{{ " + repeat("(", 90) + "7" + repeat(")", 90) + " }}"), "7");
+  EXPECT_EQ(render(repeat("{% if true %}", 90) + "y" + repeat("{% endif %}", 90)), "y");
+}
+
+TEST(JinjaLimits, DeepValuesAreRefused) {
+  std::string e = error_of(
+      "{% set ns = namespace(x=0) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+      "{% endfor %}{{ ns.x }}");
+  EXPECT_HAS(e, "a value nested deeper than 500 lists/dicts (kMaxValueDepth");
+  e = error_of("{% set ns = namespace(x=0) %}{% set ns.x = [ns] %}");
+  EXPECT_HAS(e, "a namespace stored in namespace attribute 'ns.x'");
+  // JSON input deeper than the limit: an error, not a stack overflow.
+  nlohmann::ordered_json j = 1;
+  for (int i = 0; i < 25000; ++i) j = nlohmann::ordered_json::array({std::move(j)});
+  try {
+    Value::from_json(j);
+    ADD_FAILURE() << "no error";
+  } catch (const sf::Error& err) {
+    EXPECT_HAS(err.what(), "nested deeper than 500");
+  }
+  // nlohmann's destructor is iterative: dropping j is safe.
+}
+
+TEST(JinjaLimits, RangeNearInt64Max) {
+  EXPECT_EQ(render("{{ range(9223372036854775806, 9223372036854775807, 10) | list }}"),
+            "[9223372036854775806]");
+}

@@ -1,0 +1,130 @@
+// defines: the fuzz entry points (see entry_points.h)
+#include "entry_points.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string_view>
+
+#include "core/error.h"
+#include "data/chat_template.h"
+#include "data/dataset.h"
+#include "data/pipeline.h"
+#include "data/tokenizer.h"
+#include "model/spec.h"
+#include "model/weights.h"
+#include "io/safetensors.h"
+
+namespace sf::fuzz {
+namespace {
+
+std::string_view text_of(const uint8_t* data, size_t size) {
+  return std::string_view(reinterpret_cast<const char*>(data), size);
+}
+
+// A fixed conversation the templates see (covers messages, roles, tools absent).
+const nlohmann::ordered_json& conversation() {
+  static const nlohmann::ordered_json m = nlohmann::ordered_json::parse(R"([
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Hi ünï 🎉"},
+    {"role": "assistant", "content": "<think>\nhmm\n</think>\n\nHello!", "reasoning_content": "r"},
+    {"role": "user", "content": "2+2?"}])");
+  return m;
+}
+
+}  // namespace
+
+void run_jinja(const uint8_t* data, size_t size) {
+  try {
+    ChatTemplate t = ChatTemplate::from_string(std::string(text_of(data, size)), "fuzz");
+    t.set_special_token("bos_token", "<s>");
+    t.set_special_token("eos_token", "</s>");
+    t.render(conversation(), true, nlohmann::ordered_json::object());
+  } catch (const Error&) {
+  }
+}
+
+void run_dataset(const uint8_t* data, size_t size) {
+  const std::string content(text_of(data, size));
+  for (bool skip : {false, true}) {
+    DatasetReadOptions o;
+    o.skip_malformed = skip;
+    try {
+      std::vector<Record> r = read_dataset_text(content, "fuzz.jsonl", o);
+      // What the trainer does next with a conversation: render it (through a real template).
+      static const ChatTemplate chat = ChatTemplate::builtin("chatml");
+      for (const Record& rec : r)
+        if (rec.kind == Record::Kind::kChat) {
+          try {
+            chat.render(rec.messages, false, nlohmann::ordered_json::object());
+          } catch (const Error&) {
+          }
+        }
+    } catch (const Error&) {
+    }
+  }
+}
+
+void run_tokenizer(const uint8_t* data, size_t size) {
+  try {
+    Tokenizer t = Tokenizer::from_json(text_of(data, size), "", "fuzz/tokenizer.json");
+    for (std::string_view s : {std::string_view("Hello world! 123  \n\t x"),
+                               std::string_view("ünïcødé 🎉 <s></s>"), std::string_view(""),
+                               text_of(data, std::min<size_t>(size, 512))}) {
+      std::vector<int32_t> ids = t.encode(s, true);
+      t.decode(ids, false);
+    }
+  } catch (const Error&) {
+  }
+}
+
+void run_model_config(const uint8_t* data, size_t size) {
+  try {
+    ModelSpec s = parse_model_spec(std::string(text_of(data, size)), "fuzz/config.json");
+    (void)parameter_count(s);
+    (void)expected_tensors(s);
+  } catch (const Error&) {
+  }
+}
+
+void run_safetensors(const uint8_t* data, size_t size) {
+  // The reader maps a file: one per process, rewritten for each input.
+  static const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("sf_fuzz_" + std::to_string(getpid()) +
+                                                ".safetensors");
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  }
+  try {
+    SafetensorsReader r(file);
+    std::vector<float> buf;
+    for (const std::string& name : r.names()) {
+      const TensorInfo& t = r.get(name);
+      size_t n = 1;
+      for (int64_t d : t.shape) n *= size_t(d);
+      if (n > (1u << 20)) continue;
+      buf.resize(n);
+      r.read_f32(name, buf.data(), n);
+    }
+  } catch (const Error&) {
+  }
+}
+
+void run_samples_cache(const uint8_t* data, size_t size) {
+  try {
+    parse_samples_cache(text_of(data, size), "fuzz/tokenized.bin");
+  } catch (const Error&) {
+  }
+}
+
+const std::vector<Target>& targets() {
+  static const std::vector<Target> t = {
+      {"jinja", run_jinja},           {"dataset", run_dataset},
+      {"tokenizer", run_tokenizer},   {"model_config", run_model_config},
+      {"safetensors", run_safetensors}, {"samples_cache", run_samples_cache}};
+  return t;
+}
+
+}  // namespace sf::fuzz
