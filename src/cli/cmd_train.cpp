@@ -1,4 +1,6 @@
 // slideformer subcommands: argument parsing only; the work is in train/ and below.
+#include <unistd.h>
+
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -6,6 +8,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/train_args.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "io/safetensors.h"
@@ -18,45 +21,10 @@
 namespace sf {
 
 int cmd_train(const std::vector<std::string>& argv) {
-  Args a(argv,
-         {"model", "data", "output", "steps", "batch-size", "cutoff-len", "lr", "beta1", "beta2",
-          "eps", "weight-decay", "max-grad-norm", "schedule", "warmup-steps", "seed", "window",
-          "save-dtype", "backend", "tokenizer", "dataset-format", "columns", "chat-template", "loss-mask"},
-         {"shuffle", "packing", "skip-malformed", "no-cache"}, "train");
-  TrainConfig c;
-  c.model_dir = a.required("model");
-  c.data = a.required("data");
-  c.output_dir = a.str("output", "");
-  c.steps = a.integer("steps", c.steps);
-  c.batch_size = a.integer("batch-size", c.batch_size);
-  c.cutoff_len = a.integer("cutoff-len", c.cutoff_len);
-  c.lr = float(a.number("lr", c.lr));
-  c.beta1 = float(a.number("beta1", c.beta1));
-  c.beta2 = float(a.number("beta2", c.beta2));
-  c.eps = float(a.number("eps", c.eps));
-  c.weight_decay = float(a.number("weight-decay", c.weight_decay));
-  c.max_grad_norm = float(a.number("max-grad-norm", c.max_grad_norm));
-  c.schedule = a.str("schedule", c.schedule);
-  c.warmup_steps = a.integer("warmup-steps", c.warmup_steps);
-  c.shuffle = a.flag("shuffle");
-  c.seed = uint64_t(a.integer("seed", int64_t(c.seed)));
-  c.window = int(a.integer("window", c.window));
-  c.save_dtype = a.str("save-dtype", c.save_dtype);
-  c.backend = a.str("backend", c.backend);
-  c.tokenizer_dir = a.str("tokenizer", "");
-  c.dataset_format = a.str("dataset-format", c.dataset_format);
-  for (std::string cols = a.str("columns", ""); !cols.empty();) {
-    auto comma = cols.find(',');
-    c.columns.push_back(cols.substr(0, comma));
-    cols = comma == std::string::npos ? "" : cols.substr(comma + 1);
-  }
-  c.chat_template = a.str("chat-template", "");
-  c.loss_mask = a.str("loss-mask", c.loss_mask);
-  c.packing = a.flag("packing");
-  c.skip_malformed = a.flag("skip-malformed");
-  c.cache = !a.flag("no-cache");
-  run_training(c, std::cout);
-  return 0;
+  TrainArgs a = parse_train_args(argv, std::cout);
+  if (a.exit_now) return 0;
+  const TrainSummary sum = run_training(a.config, std::cout, isatty(STDOUT_FILENO) != 0);
+  return sum.signal ? 128 + sum.signal : 0;
 }
 
 int cmd_init_model(const std::vector<std::string>& argv) {

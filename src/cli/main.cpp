@@ -4,19 +4,15 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/train_args.h"
 
 namespace {
 
 const char* kUsage =
     "usage: slideformer <command> [options]\n"
-    "  train       --model DIR --data FILE.txt|FILE.jsonl [--output DIR] [--steps N]\n"
-    "              [--batch-size N] [--cutoff-len N] [--lr X] [--beta1 X] [--beta2 X] [--eps X]\n"
-    "              [--weight-decay X] [--max-grad-norm X (0 = off)] [--schedule constant|linear|cosine]\n"
-    "              [--warmup-steps N] [--shuffle] [--seed N] [--window W] [--save-dtype bf16|f32]\n"
-    "              [--tokenizer DIR] [--dataset-format auto|text|alpaca|sharegpt|messages|tokens]\n"
-    "              [--columns key=name,...] [--chat-template llama3|llama2|chatml|FILE]\n"
-    "              [--loss-mask assistant|all|last] [--packing] [--skip-malformed] [--no-cache]\n"
-    "              [--backend auto|cpu|cuda]\n"
+    "  train       [run.yaml] [key=value ...] [--key value ...]\n"
+    "              (slideformer train --help lists every option, its default and accepted values;\n"
+    "              e.g. slideformer train --model DIR --data FILE.txt --output DIR --max-steps 100)\n"
     "  init-model  --out DIR [--arch llama|mistral|qwen2|qwen3] [--hidden N] [--layers N]\n"
     "              [--heads N] [--kv-heads N] [--head-dim N] [--intermediate N] [--vocab N]\n"
     "              [--tie-embeddings] [--seed N]   (a random-initialised HF model directory)\n"
@@ -36,6 +32,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  if (cmd == "--version") {
+    std::cout << "slideformer " << sf::kSlideformerVersion << "\n";
+    return 0;
+  }
   std::vector<std::string> rest(argv + 2, argv + argc);
   try {
     if (cmd == "train") return sf::cmd_train(rest);

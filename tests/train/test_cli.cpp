@@ -41,10 +41,10 @@ TEST(Cli, UsageAndErrors) {
   EXPECT_NE(r.out.find("unknown option --stepz"), std::string::npos) << r.out;
   r = run("train --model x --data y --steps three");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("--steps expects an integer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--steps: expects an integer"), std::string::npos) << r.out;
   r = run("train --data y");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("--model is required"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model_name_or_path is required: give --model DIR"), std::string::npos) << r.out;
 }
 
 TEST(Cli, TokenizeChatUsesTheTemplateAndStopsOnItsErrors) {

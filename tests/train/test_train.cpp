@@ -105,8 +105,14 @@ TEST(Train, JsonlIsUsedInFileOrderWithLabels) {
   EXPECT_EQ(first.targets, (std::vector<int32_t>{2, 3, -100, 5, 6, 7, -100}));
   EXPECT_EQ(first.positions, (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 3}));
   EXPECT_EQ(first.cu_seqlens, (std::vector<int32_t>{0, 3, 7}));
-  Batch second = b.next();  // wraps into the next epoch
-  EXPECT_EQ(second.ids, (std::vector<int32_t>{9, 10, 1, 2, 3}));
+  // The last step of an epoch takes what is left (as transformers' dataloader), then the next
+  // epoch starts.
+  Batch second = b.next();
+  EXPECT_EQ(second.ids, (std::vector<int32_t>{9, 10}));
+  EXPECT_EQ(b.epoch(), 1);
+  EXPECT_EQ(b.steps_per_epoch(), 2);
+  Batch third = b.next();
+  EXPECT_EQ(third.ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(b.epoch(), 2);
 }
 
@@ -160,6 +166,7 @@ TEST(Train, BadDataGivesClearErrors) {
 
 TEST(Train, BadModelGivesClearErrors) {
   TrainConfig c;
+  c.no_save = true;
   fs::path d = temp_dir("badmodel");
   write_text(d / "t.txt", "some text that is long enough to train on for a step or two");
   c.data = d / "t.txt";
@@ -210,6 +217,7 @@ TEST(Train, BadModelGivesClearErrors) {
 // The error of one training step on a short text with the model in `model`.
 std::string train_error(const fs::path& model) {
   TrainConfig c;
+  c.no_save = true;
   c.model_dir = model;
   write_text(model.parent_path() / "t.txt", "enough text to make a couple of samples from");
   c.data = model.parent_path() / "t.txt";
@@ -279,11 +287,10 @@ TEST(Train, MissingWeightsAreNamed) {
 
 TEST(Train, BadHyperParametersAreRefused) {
   TrainConfig c;
+  c.no_save = true;
   c.model_dir = make_model("badhp");
   c.data = c.model_dir / "config.json";
   std::ostringstream log;
-  c.steps = 0;
-  EXPECT_NE(error_of([&] { run_training(c, log); }).find("--steps"), std::string::npos);
   c.steps = 2;
   c.schedule = "exponential";
   EXPECT_NE(error_of([&] { run_training(c, log); }).find("cosine"), std::string::npos);

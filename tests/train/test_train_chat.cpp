@@ -49,6 +49,7 @@ TEST(TrainChat, AlpacaWithQwenTemplatePackingAndCache) {
   EXPECT_NE(first.str().find("data "), std::string::npos) << first.str();
   EXPECT_EQ(first.str().find("tokenised cache"), std::string::npos) << first.str();
   EXPECT_NE(first.str().find("step 3/3  loss "), std::string::npos) << first.str();
+  c.overwrite_output_dir = true;  // the same output again: start afresh, the cache stays
   run_training(c, second);
   EXPECT_NE(second.str().find("from the tokenised cache"), std::string::npos) << second.str();
   // Packing: each step fills 2 rows of 64 tokens with whole samples (~35 tokens each), so it
