@@ -49,6 +49,9 @@ TEST(TrainChat, AlpacaWithQwenTemplatePackingAndCache) {
   EXPECT_NE(first.str().find("data "), std::string::npos) << first.str();
   EXPECT_EQ(first.str().find("tokenised cache"), std::string::npos) << first.str();
   EXPECT_NE(first.str().find("step 3/3  loss "), std::string::npos) << first.str();
+  // The saved model directory carries the tokenizer it was trained with.
+  EXPECT_TRUE(fs::exists(d / "out" / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(d / "out" / "tokenizer_config.json"));
   c.overwrite_output_dir = true;  // the same output again: start afresh, the cache stays
   run_training(c, second);
   EXPECT_NE(second.str().find("from the tokenised cache"), std::string::npos) << second.str();
