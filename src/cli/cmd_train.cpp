@@ -48,47 +48,4 @@ int cmd_init_model(const std::vector<std::string>& argv) {
   return 0;
 }
 
-int cmd_logits(const std::vector<std::string>& argv) {
-  Args a(argv, {"model", "batch", "out"}, {}, "logits");
-  const std::filesystem::path model = a.required("model"), batch_file = a.required("batch");
-  std::ifstream f(batch_file);
-  SF_CHECK(f, "cannot open ", batch_file);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    SF_FAIL(batch_file.string(), ": not valid JSON (", e.what(), ")");
-  }
-  SF_CHECK(j.contains("input_ids") && j["input_ids"].is_array(), batch_file.string(),
-           ": expected \"input_ids\": [[...], ...]");
-  std::vector<Sample> samples;
-  for (const auto& row : j["input_ids"]) {
-    Sample s;
-    s.ids = row.get<std::vector<int32_t>>();
-    s.labels = s.ids;
-    samples.push_back(std::move(s));
-  }
-  std::vector<const Sample*> ptrs;
-  for (const auto& s : samples) ptrs.push_back(&s);
-  Batch b = pack_samples(ptrs);
-  const ModelSpec spec = load_model_spec(model);
-  auto backend = make_cpu_backend();
-  EngineOptions opt;
-  opt.window = 1;
-  opt.max_tokens = b.tokens();
-  opt.max_sequences = int64_t(samples.size());
-  Engine engine(*backend, spec, opt);
-  load_model_weights(engine, model);
-  std::vector<float> logits = engine.logits(b);
-  const int64_t S = int64_t(samples[0].ids.size());
-  for (const auto& s : samples)
-    SF_CHECK(int64_t(s.ids.size()) == S, batch_file.string(), ": rows must have equal lengths");
-  const std::filesystem::path out = a.required("out");
-  write_safetensors_file(out, {TensorToWrite{"logits", {int64_t(samples.size()), S, spec.vocab},
-                                             logits.data()}},
-                         DType::kF32);
-  std::cout << "wrote " << out.string() << "\n";
-  return 0;
-}
-
 }  // namespace sf
