@@ -65,8 +65,8 @@ void Progress::step(const StepReport& r) {
   std::ostringstream os;
   os << "step " << r.step << "/" << total_ << "  loss " << std::fixed << std::setprecision(4)
      << r.loss << "  grad_norm " << r.grad_norm << "  epoch " << std::setprecision(2) << r.epoch
-     << "/" << std::defaultfloat << std::setprecision(4) << total_epochs_ << "  lr "
-     << std::setprecision(3) << r.learning_rate << "  tokens " << r.tokens << "  "
+     << "/" << total_epochs_ << "  lr " << std::defaultfloat << std::setprecision(3)
+     << r.learning_rate << "  tokens " << r.tokens << "  "
      << std::setprecision(4) << tok_s << " tok/s  elapsed " << format_duration(elapsed)
      << "  eta " << format_duration(eta);
   if (terminal_) {

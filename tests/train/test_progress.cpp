@@ -45,7 +45,7 @@ TEST(TrainProgress, LinesPerLoggingStepsOrInPlace) {
     EXPECT_NE(s.find(line), std::string::npos) << line << "\n" << s;
   const size_t at = s.find("step 5/12  loss ");
   const std::string line = s.substr(at, s.find('\n', at) - at);
-  for (const char* field : {"grad_norm ", "epoch 1.25/3", "lr ", "tokens ", " tok/s", "elapsed ",
+  for (const char* field : {"grad_norm ", "epoch 1.25/3.00", "lr ", "tokens ", " tok/s", "elapsed ",
                             "eta "})
     EXPECT_NE(line.find(field), std::string::npos) << field << " in " << line;
 

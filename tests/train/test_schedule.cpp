@@ -95,7 +95,7 @@ TEST(TrainSchedule, EpochsWarmupRatioAndCosineFloor) {
   EXPECT_NE(log.str().find("3 steps per epoch (2 × 2 accumulated), 6 steps (2 epochs)"),
             std::string::npos) << log.str();
   EXPECT_NE(log.str().find("step 6/6  loss "), std::string::npos) << log.str();
-  EXPECT_NE(log.str().find("epoch 2.00/2"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("epoch 2.00/2.00"), std::string::npos) << log.str();
   const auto m = read_metrics(c.output_dir / "metrics.jsonl");
   ASSERT_EQ(m.size(), 6u);
   // step 1: warmup from 0; then cosine over 5 steps, floored at 0.25 × lr.
