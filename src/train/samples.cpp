@@ -94,6 +94,9 @@ RunSamples load_run_samples(const TrainConfig& c, const ModelSpec& spec, std::os
   }
   const Tokenizer* t = tok ? &*tok : nullptr;
   r.train = load_file(c, c.data, spec, t, r.tokenizer_dir, log);
+  SF_CHECK(!r.train.empty(), "train_data ", c.data.string(), " holds no sample with a loss (every ",
+           "record empty, skipped or fully masked): there is nothing to train on; check the file ",
+           "and loss_mask");
   if (!c.eval_data.empty()) {
     r.eval = load_file(c, c.eval_data, spec, t, r.tokenizer_dir, log);
     SF_CHECK(!r.eval.empty(), "eval_data ", c.eval_data.string(), " holds no sample with a loss");

@@ -5,6 +5,9 @@
 // never saved.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <sstream>
 
 #include "io/safetensors.h"
@@ -217,6 +220,44 @@ TEST(TrainCheckpoint, DivergedWeightsAreNeverSaved) {
   EXPECT_NE(e.find("beyond ±1e6"), std::string::npos) << e;
   EXPECT_NE(e.find("lower learning_rate (it is 1e+30)"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(c.output_dir / "model.safetensors"));
+}
+
+// A checkpoint write that fails part-way (a file-size limit: EFBIG, as ENOSPC would) stops the run
+// with the reason; the previous checkpoint, `latest` and nothing else stay, and it resumes.
+TEST(TrainCheckpoint, FailedSaveLeavesThePreviousCheckpointIntact) {
+  const fs::path d = fresh_dir("enospc");
+  TrainConfig c = resumable_config(d);
+  c.output_dir = d / "out";
+  c.steps = 4;
+  c.save_steps = 2;
+  std::ostringstream log;
+  ASSERT_EQ(run_training(c, log).steps, 4);
+  // Back to the moment checkpoint-2 was the latest; resuming from it, the save at step 4 fails.
+  fs::remove_all(c.output_dir / "checkpoint-4");
+  write_text(c.output_dir / "latest", "checkpoint-2\n");
+  TrainConfig again = c;
+  again.resume_from_checkpoint = "auto";
+  struct rlimit old {};
+  getrlimit(RLIMIT_FSIZE, &old);
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG
+  struct rlimit small = old;
+  small.rlim_cur = 32 * 1024;  // the weights of the tiny model are larger
+  setrlimit(RLIMIT_FSIZE, &small);
+  const std::string e = error_text([&] { run_training(again, log); });
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(e.find("saving checkpoint " + (c.output_dir / "checkpoint-4").string() + " failed"),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("the previous checkpoint is intact"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(c.output_dir / "checkpoint-4"));
+  EXPECT_EQ(read_text(c.output_dir / "latest"), "checkpoint-2\n");
+  for (const auto& entry : fs::directory_iterator(c.output_dir))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
+  std::ostringstream rlog;
+  const TrainSummary s = run_training(again, rlog);
+  EXPECT_NE(rlog.str().find("resumed from " + (c.output_dir / "checkpoint-2").string()),
+            std::string::npos) << rlog.str();
+  EXPECT_EQ(s.steps, 4);
 }
 
 }  // namespace

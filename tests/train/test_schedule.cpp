@@ -134,5 +134,19 @@ TEST(TrainSchedule, MaxStepsWinsOverEpochs) {
   EXPECT_EQ(s.losses.size(), 4u);
 }
 
+// Epochs of nothing: a file whose every label is masked is refused before the engine is made.
+TEST(TrainSchedule, NoDataIsRefused) {
+  const fs::path d = fresh_dir("nodata");
+  TrainConfig c = base_config(d);
+  write_text(d / "masked.jsonl", "{\"input_ids\": [1, 2, 3], \"labels\": [-100, -100, -100]}\n");
+  c.data = d / "masked.jsonl";
+  c.no_save = true;
+  c.output_dir.clear();
+  std::ostringstream log;
+  const std::string e = error_text([&] { run_training(c, log); });
+  EXPECT_NE(e.find(c.data.string()), std::string::npos) << e;
+  EXPECT_NE(e.find("no sample with a label to learn from"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace sf
