@@ -50,6 +50,8 @@ struct TrainConfig {
   // evaluation and logging
   int64_t eval_steps = 0;               // 0: only at the end
   int64_t logging_steps = 10;           // lines per N steps when stdout is not a terminal
+  std::string report_to = "none";       // none | tensorboard
+  std::filesystem::path logging_dir;    // TensorBoard events; empty: OUTPUT/runs
   // engine
   int window = 2;
   std::string backend = "auto";         // auto (cuda when a GPU is present) | cpu | cuda

@@ -84,6 +84,7 @@ const std::vector<std::string> kSchedules = {"constant", "constant_with_warmup",
                                              "cosine"};
 const std::vector<std::string> kDtypes = {"bf16", "f32"};
 const std::vector<std::string> kBackends = {"auto", "cpu", "cuda"};
+const std::vector<std::string> kReports = {"none", "tensorboard"};
 
 #define SF_SET [](TrainConfig & c, const std::string& v, const std::string& w)
 #define SF_GET [](const TrainConfig& c) -> std::string
@@ -248,6 +249,12 @@ std::vector<OptionSpec> make_options() {
        "integer >= 1", {}, "evaluation and logging",
        SF_SET { c.logging_steps = parse_int(v, w, 1, kMaxI64); },
        SF_GET { return std::to_string(c.logging_steps); }},
+      {"report_to", {}, Type::kEnum, "also write TensorBoard event files", "", kReports,
+       "evaluation and logging", SF_SET { c.report_to = pick(v, w, kReports); },
+       SF_GET { return c.report_to; }},
+      {"logging_dir", {}, Type::kPath, "where TensorBoard event files go (default: OUTPUT/runs)",
+       "a directory", {}, "evaluation and logging", SF_SET { c.logging_dir = v; },
+       SF_GET { return c.logging_dir.string(); }},
       // ---- engine ----
       {"window", {}, Type::kInt, "decoder layers resident on the device at once",
        "integer in [1, 4096]", {}, "engine", SF_SET { c.window = int(parse_int(v, w, 1, 4096)); },
@@ -362,6 +369,8 @@ void validate_config(const TrainConfig& c) {
            " must be a fraction in (0, 1) or a whole number of samples");
   SF_CHECK(c.eval_steps == 0 || !c.eval_data.empty() || c.val_size > 0, "eval_steps ",
            c.eval_steps, " needs evaluation data: give eval_data or val_size");
+  SF_CHECK(c.report_to != "tensorboard" || !c.output_dir.empty() || !c.logging_dir.empty(),
+           "report_to: tensorboard needs output_dir or logging_dir for its event files");
   SF_CHECK(c.warmup_steps == 0 || c.warmup_ratio == 0,
            "warmup_steps and warmup_ratio both given: give one of them");
   // Token counts, positions and sequence bounds of a step are 32-bit in the engine's batch.

@@ -19,13 +19,15 @@ std::string format_duration(double seconds) {
 }
 
 Progress::Progress(std::ostream& log, bool terminal, int64_t logging_steps, int64_t total_steps,
-                   double total_epochs, const std::filesystem::path& metrics, int64_t first_step)
+                   double total_epochs, const std::filesystem::path& metrics, int64_t first_step,
+                   TensorBoardWriter* tensorboard)
     : log_(log),
       terminal_(terminal),
       logging_steps_(std::max<int64_t>(1, logging_steps)),
       total_(total_steps),
       first_step_(first_step),
       total_epochs_(total_epochs),
+      tb_(tensorboard),
       metrics_path_(metrics),
       start_(std::chrono::steady_clock::now()) {
   if (!metrics.empty()) {
@@ -56,6 +58,13 @@ void Progress::step(const StepReport& r) {
   j["tokens_per_second"] = tok_s;
   j["elapsed_seconds"] = elapsed;
   write_metrics(j.dump());
+  if (tb_) {
+    tb_->scalar("train/loss", r.step, r.loss);
+    tb_->scalar("train/grad_norm", r.step, r.grad_norm);
+    tb_->scalar("train/learning_rate", r.step, r.learning_rate);
+    tb_->scalar("train/epoch", r.step, r.epoch);
+    tb_->scalar("train/tokens_per_second", r.step, tok_s);
+  }
 
   const bool show = terminal_ || r.step == first_step_ + 1 || r.step == total_ ||
                     r.step % logging_steps_ == 0;
@@ -87,6 +96,10 @@ void Progress::eval(int64_t step, double epoch, double loss, int64_t valid_targe
   j["eval_perplexity"] = ppl;
   j["eval_num_loss_tokens"] = valid_targets;
   write_metrics(j.dump());
+  if (tb_) {
+    tb_->scalar("eval/loss", step, loss);
+    tb_->scalar("eval/perplexity", step, ppl);
+  }
   std::ostringstream os;
   os << "eval at step " << step << ": eval_loss " << std::fixed << std::setprecision(4) << loss
      << "  perplexity " << std::defaultfloat << std::setprecision(6) << ppl << "  ("

@@ -1,6 +1,7 @@
 // defines: sf::Progress — what a run shows and records: a progress line (updated in place on a
 // terminal, else one line per logging_steps, the first and the last always) and
-// OUTPUT/metrics.jsonl (one JSON object a line, transformers' names, full precision).
+// OUTPUT/metrics.jsonl (one JSON object a line, transformers' names, full precision), and the
+// same scalars to TensorBoard when asked (train/loss, train/grad_norm, ..., eval/loss).
 #pragma once
 
 #include <chrono>
@@ -9,6 +10,8 @@
 #include <fstream>
 #include <ostream>
 #include <string>
+
+#include "train/tensorboard.h"
 
 namespace sf {
 
@@ -25,7 +28,8 @@ class Progress {
  public:
   // `metrics` empty: no metrics file. `first_step`: the step a resumed run starts after.
   Progress(std::ostream& log, bool terminal, int64_t logging_steps, int64_t total_steps,
-           double total_epochs, const std::filesystem::path& metrics, int64_t first_step);
+           double total_epochs, const std::filesystem::path& metrics, int64_t first_step,
+           TensorBoardWriter* tensorboard = nullptr);
   void step(const StepReport& r);
   void eval(int64_t step, double epoch, double loss, int64_t valid_targets);
   // A line of its own (the in-place line is ended first).
@@ -39,6 +43,7 @@ class Progress {
   int64_t logging_steps_, total_, first_step_;
   double total_epochs_;
   std::ofstream metrics_;
+  TensorBoardWriter* tb_;
   std::filesystem::path metrics_path_;
   bool line_open_ = false;
   std::chrono::steady_clock::time_point start_;

@@ -59,7 +59,7 @@ void prepare_output_dir(const TrainConfig& c, bool resuming, std::ostream& log) 
                "overwrite_output_dir=true, or give another output_dir");
       for (const auto& e : fs::directory_iterator(out)) {
         const std::string n = e.path().filename().string();
-        if (n.rfind("checkpoint-", 0) == 0 || n == "latest" || n == "metrics.jsonl")
+        if (n.rfind("checkpoint-", 0) == 0 || n == "latest" || n == "metrics.jsonl" || n == "runs")
           fs::remove_all(e.path());
       }
       log << "overwrite_output_dir: removed the previous run's checkpoints and metrics in "

@@ -30,7 +30,7 @@ const std::set<std::string> kResumeMayChange = {
     "output_dir",   "resume_from_checkpoint", "overwrite_output_dir", "save_steps",
     "save_total_limit", "logging_steps",      "eval_steps",           "eval_data",
     "per_device_eval_batch_size", "window",   "backend",              "cache",
-    "no_save",      "save_dtype"};
+    "no_save",      "save_dtype",             "report_to",            "logging_dir"};
 
 // Side files a Hugging Face model directory carries besides config.json and the weights.
 const char* const kTokenizerFiles[] = {

@@ -19,6 +19,7 @@
 #include "train/progress.h"
 #include "train/run_guard.h"
 #include "train/samples.h"
+#include "train/tensorboard.h"
 #include "train/train_state.h"
 
 namespace sf {
@@ -153,9 +154,14 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
 
   const CheckpointSources src{c.model_dir, data.tokenizer_dir, config_text,
                               c.save_dtype == "f32" ? DType::kF32 : DType::kBF16};
+  std::optional<TensorBoardWriter> tensorboard;
+  if (c.report_to == "tensorboard") {
+    tensorboard.emplace(c.logging_dir.empty() ? c.output_dir / "runs" : c.logging_dir);
+    log << "TensorBoard: " << tensorboard->file().string() << "\n";
+  }
   Progress progress(log, terminal, c.logging_steps, plan.total_steps, plan.epochs,
                     c.output_dir.empty() ? fs::path() : c.output_dir / "metrics.jsonl",
-                    start_step);
+                    start_step, tensorboard ? &*tensorboard : nullptr);
   TrainSummary sum;
   sum.total_steps = plan.total_steps;
   sum.steps_per_epoch = plan.steps_per_epoch;
