@@ -18,6 +18,7 @@
 #include "train/options.h"
 #include "train/progress.h"
 #include "train/run_guard.h"
+#include "train/report.h"
 #include "train/samples.h"
 #include "train/tensorboard.h"
 #include "train/train_state.h"
@@ -145,12 +146,13 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
           << ", starting from the model\n";
     load_model_weights(engine, c.model_dir);
   }
-  log << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden " << spec.hidden
-      << ", " << parameter_count(spec) << " parameters; " << n_train << " samples of ≤ "
-      << c.cutoff_len << " tokens; " << plan.steps_per_epoch << " steps per epoch ("
-      << c.batch_size << " × " << c.grad_accum << " accumulated), " << plan.total_steps
-      << " steps (" << plan.epochs << " epochs); backend " << backend->name() << ", window "
-      << c.window << "\n";
+  const std::string plan_line = str_cat(
+      "model ", spec.arch_name, ": ", spec.layers, " layers, hidden ", spec.hidden, ", ",
+      parameter_count(spec), " parameters; ", n_train, " samples of ≤ ", c.cutoff_len,
+      " tokens; ", plan.steps_per_epoch, " steps per epoch (", c.batch_size, " × ", c.grad_accum,
+      " accumulated), ", plan.total_steps, " steps (", plan.epochs, " epochs); backend ",
+      backend->name(), ", window ", c.window);
+  log << plan_line << "\n";
 
   const CheckpointSources src{c.model_dir, data.tokenizer_dir, config_text,
                               c.save_dtype == "f32" ? DType::kF32 : DType::kBF16};
@@ -172,6 +174,15 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
                     config_yaml};
     sum.last_checkpoint = save_training_checkpoint(engine, c.output_dir, src, st);
     prune_checkpoints(c.output_dir, c.save_total_limit, sum.last_checkpoint);
+  };
+  auto report = [&](const std::string& end) {
+    if (c.output_dir.empty()) return;
+    std::vector<std::string> lines = {plan_line, end};
+    if (!sum.losses.empty()) lines.push_back(str_cat("last loss ", sum.last_loss));
+    if (sum.eval_loss >= 0)
+      lines.push_back(str_cat("eval_loss ", sum.eval_loss, ", perplexity ",
+                              std::exp(sum.eval_loss), " over ", sum.eval_tokens, " tokens"));
+    write_report(c.output_dir, config_yaml, lines);
   };
   auto run_eval = [&](int64_t step) {
     const EvalResult r = evaluate_all(engine, eval_batches);
@@ -207,6 +218,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
                               ": checkpoint saved to ", sum.last_checkpoint.string(),
                               "; continue with resume_from_checkpoint=auto"));
       }
+      report(str_cat("stopped by ", signal_name(sig), " after step ", s + 1, " of ",
+                     plan.total_steps));
       return sum;
     }
     if (!eval_batches.empty() && c.eval_steps > 0 && (s + 1) % c.eval_steps == 0 && !last)
@@ -231,6 +244,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     copy_model_side_files(c.model_dir, data.tokenizer_dir, c.output_dir);
     log << "saved " << c.output_dir.string() << "\n";
   }
+  report(str_cat("finished: ", sum.steps, " steps"));
+  if (!c.output_dir.empty()) log << "report " << (c.output_dir / "report.html").string() << "\n";
   return sum;
 }
 
