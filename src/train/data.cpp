@@ -134,10 +134,23 @@ int64_t Batcher::max_sequences() const {
   return std::max<int64_t>(1, token_budget_ / int64_t(std::max<size_t>(shortest, 1))) * accum_;
 }
 
+uint64_t Batcher::fingerprint() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over lengths, ids and labels
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  for (const auto& s : *samples_) {
+    mix(s.ids.size());
+    for (int32_t id : s.ids) mix(uint32_t(id));
+    for (int32_t l : s.labels) mix(uint32_t(l));
+  }
+  return h;
+}
+
 std::string Batcher::save_state() const {
   std::ostringstream os;
-  os << "batcher-v1 " << samples_->size() << " " << epoch_ << " " << cursor_ << " "
-     << order_.size();
+  os << "batcher-v2 " << fingerprint() << " " << samples_->size() << " " << epoch_ << " "
+     << cursor_ << " " << order_.size();
   for (size_t i : order_) os << " " << i;
   os << " " << rng_;
   return os.str();
@@ -146,13 +159,16 @@ std::string Batcher::save_state() const {
 void Batcher::restore_state(const std::string& state) {
   std::istringstream is(state);
   std::string tag;
+  uint64_t hash = 0;
   size_t n = 0, cursor = 0, count = 0;
   int64_t epoch = 0;
-  is >> tag >> n >> epoch >> cursor >> count;
-  SF_CHECK(is && tag == "batcher-v1", "the data position of the checkpoint is not readable");
+  is >> tag >> hash >> n >> epoch >> cursor >> count;
+  SF_CHECK(is && tag == "batcher-v2", "the data position of the checkpoint is not readable");
   SF_CHECK(n == samples_->size() && count == n, "the checkpoint was made on ", n,
            " training samples, this run has ", samples_->size(),
            ": resume with the same data, cutoff_len and val_size");
+  SF_CHECK(hash == fingerprint(), "the training samples differ from the checkpoint's (same count, ",
+           "other tokens): the data file or its tokenisation changed; resume with the same data");
   SF_CHECK(epoch >= 1 && cursor <= n, "the data position of the checkpoint is out of range");
   std::vector<size_t> order(n);
   std::vector<bool> seen(n, false);

@@ -42,11 +42,14 @@ class Batcher {
   int64_t max_sequences() const;  // samples in any batch
   // The position in the data (order, cursor, epoch, generator) as text, and back: a restored
   // batcher continues with the very batches the saved one would have made.
+  // save_state() includes a 64-bit hash of every sample's ids and labels: restoring onto other
+  // data is refused.
   std::string save_state() const;
   void restore_state(const std::string& state);  // throws on text that save_state did not make
 
  private:
   void new_epoch();
+  uint64_t fingerprint() const;
   std::vector<const Sample*> next_micro_batch(size_t& cursor) const;
   std::shared_ptr<const std::vector<Sample>> samples_;
   std::vector<size_t> order_;

@@ -371,6 +371,8 @@ void validate_config(const TrainConfig& c) {
            c.eval_steps, " needs evaluation data: give eval_data or val_size");
   SF_CHECK(c.report_to != "tensorboard" || !c.output_dir.empty() || !c.logging_dir.empty(),
            "report_to: tensorboard needs output_dir or logging_dir for its event files");
+  SF_CHECK(c.steps < 0 || c.warmup_steps <= c.steps, "warmup_steps ", c.warmup_steps,
+           " exceeds max_steps ", c.steps, ": shorten the warmup or train longer");
   SF_CHECK(c.warmup_steps == 0 || c.warmup_ratio == 0,
            "warmup_steps and warmup_ratio both given: give one of them");
   // Token counts, positions and sequence bounds of a step are 32-bit in the engine's batch.

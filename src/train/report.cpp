@@ -68,8 +68,8 @@ std::string svg_line_chart(const std::string& title, const std::vector<ChartSeri
     << "\" text-anchor=\"end\">step " << num(x1) << "</text>\n";
   double legend_x = kLeft + pw;
   for (auto it = series.rbegin(); it != series.rend(); ++it) {
-    o << "<text x=\"" << legend_x << "\" y=\"18\" text-anchor=\"end\" fill=\"" << it->color
-      << "\">" << html_escape(it->name) << "</text>\n";
+    o << "<text x=\"" << legend_x << "\" y=\"18\" text-anchor=\"end\" style=\"fill:" << it->color
+      << "\">" << html_escape(it->name) << "</text>\n";  // style: the page's CSS sets text fill
     legend_x -= 10 + 7.5 * double(it->name.size());
   }
   for (const auto& s : series) {

@@ -54,6 +54,10 @@ void prepare_output_dir(const TrainConfig& c, bool resuming, std::ostream& log) 
     SF_CHECK(fs::is_directory(out), "output_dir ", out.string(), " exists and is not a directory");
     const std::string marker = run_marker(out);
     if (!marker.empty() && !resuming) {
+      SF_CHECK(c.overwrite_output_dir || c.resume_from_checkpoint != "auto", "output_dir ",
+               out.string(), " holds a run (", marker, ") but no checkpoint to resume from ",
+               "(no ", (out / "latest").string(), "): start afresh with overwrite_output_dir=true, ",
+               "or give another output_dir");
       SF_CHECK(c.overwrite_output_dir, "output_dir ", out.string(), " already holds a run (",
                marker, "): continue it with resume_from_checkpoint=auto, start afresh with ",
                "overwrite_output_dir=true, or give another output_dir");

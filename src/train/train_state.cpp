@@ -101,7 +101,7 @@ fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
   return final_dir;
 }
 
-TrainerState load_training_checkpoint(Engine& engine, const fs::path& dir) {
+TrainerState read_trainer_state(const fs::path& dir) {
   const fs::path state_file = dir / kTrainerStateFile;
   const std::string text = read_text_file(state_file, "the checkpoint's trainer state");
   nlohmann::json j;
@@ -125,6 +125,10 @@ TrainerState load_training_checkpoint(Engine& engine, const fs::path& dir) {
     SF_FAIL(state_file.string(), ": a field is missing or of the wrong type (", e.what(),
             "): corrupt checkpoint");
   }
+  return st;
+}
+
+void load_training_tensors(Engine& engine, const fs::path& dir, int64_t steps) {
   SafetensorsReader reader(dir / kStateFile);
   std::set<std::string> expected;
   engine.visit_state([&](const TensorState& t) {
@@ -145,8 +149,7 @@ TrainerState load_training_checkpoint(Engine& engine, const fs::path& dir) {
   for (const auto& n : reader.names())
     SF_CHECK(expected.count(n), reader.path().string(), ": tensor ", n,
              " is not part of this model: the checkpoint is of another model");
-  engine.set_steps_done(st.global_step);
-  return st;
+  engine.set_steps_done(steps);
 }
 
 std::string resume_config_difference(const std::string& saved_yaml, const TrainConfig& now) {

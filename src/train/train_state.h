@@ -44,10 +44,14 @@ std::filesystem::path save_training_checkpoint(Engine& engine, const std::filesy
                                                const CheckpointSources& src,
                                                const TrainerState& state);
 
-// Reads a checkpoint written by save_training_checkpoint into the engine (master weights, Adam
-// moments, step count) and returns its state. Refuses, naming what differs, a checkpoint of
-// another model (tensor names or sizes) and a truncated or corrupt one.
-TrainerState load_training_checkpoint(Engine& engine, const std::filesystem::path& dir);
+// The trainer_state.json of a checkpoint written by save_training_checkpoint (cheap: read first,
+// so a resume that does not fit is refused before the tensors are read). Refuses a truncated or
+// corrupt file, naming it.
+TrainerState read_trainer_state(const std::filesystem::path& dir);
+
+// The checkpoint's master weights and Adam moments into the engine, and its step count. Refuses,
+// naming the tensor, a checkpoint of another model (names, shapes) and a truncated file.
+void load_training_tensors(Engine& engine, const std::filesystem::path& dir, int64_t steps);
 
 // The options of the run that a resume must keep (those that change what is computed), compared
 // between two effective configurations; "" when they agree, else what differs.

@@ -86,6 +86,14 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   validate_config(c);
   const LrSchedule::Kind kind = parse_schedule_kind(c.schedule);
   const std::optional<fs::path> resume = find_resume_checkpoint(c);
+  std::optional<TrainerState> resumed;
+  if (resume) {
+    resumed = read_trainer_state(*resume);
+    const std::string diff = resume_config_difference(resumed->config_yaml, c);
+    SF_CHECK(diff.empty(), "cannot resume from ", resume->string(),
+             ": the configuration differs (", diff, "); resume with the same options, or start a ",
+             "new run with another output_dir");
+  }
   check_readable_file(c.model_dir / "config.json", "the model's config.json");
   const ModelSpec spec = load_model_spec(c.model_dir);
   const std::string config_text = read_text_file(c.model_dir / "config.json", "the model's config");
@@ -130,14 +138,15 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   Engine engine(*backend, spec, opt);
   int64_t start_step = 0;
   if (resume) {
-    const TrainerState st = load_training_checkpoint(engine, *resume);
-    const std::string diff = resume_config_difference(st.config_yaml, c);
-    SF_CHECK(diff.empty(), "cannot resume from ", resume->string(),
-             ": the configuration differs (", diff, "); resume with the same options, or start a ",
-             "new run with another output_dir");
+    const TrainerState& st = *resumed;
     SF_CHECK(st.total_steps == plan.total_steps, "cannot resume from ", resume->string(),
              ": its schedule has ", st.total_steps, " steps, this run ", plan.total_steps);
-    batcher.restore_state(st.batcher);
+    try {
+      batcher.restore_state(st.batcher);
+    } catch (const Error& e) {
+      SF_FAIL("cannot resume from ", resume->string(), ": ", e.what());
+    }
+    load_training_tensors(engine, *resume, st.global_step);
     start_step = st.global_step;
     log << "resumed from " << resume->string() << " at step " << start_step << "\n";
   } else {

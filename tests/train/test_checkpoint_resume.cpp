@@ -169,6 +169,16 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   e = error_text([&] { run_training(r, log); });
   EXPECT_NE(e.find("training_state.safetensors"), std::string::npos) << e;
 
+  // Same count of samples, other tokens: the data changed under the run.
+  r = c;
+  r.output_dir = d / "r6";
+  r.resume_from_checkpoint = ck.string();
+  const std::string data = read_text(c.data);
+  write_text(c.data, std::string(data).replace(data.find("[") + 1, 1, "9"));
+  e = error_text([&] { run_training(r, log); });
+  EXPECT_NE(e.find("the training samples differ from the checkpoint's"), std::string::npos) << e;
+  write_text(c.data, data);
+
   // auto: OUTPUT/latest; the run continues where it stopped.
   r = c;
   r.resume_from_checkpoint = "auto";
