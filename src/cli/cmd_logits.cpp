@@ -41,18 +41,17 @@ std::vector<Sample> read_batch(const std::filesystem::path& file, int64_t vocab)
       const auto& v = row[k];
       // Integers only, checked in 64 bits before narrowing: 4294967296 must not become 0.
       const bool integer = v.is_number_integer();
-      const int64_t id = !integer                ? -1
-                         : v.is_number_unsigned() ? (v.get<uint64_t>() > uint64_t(INT64_MAX)
-                                                         ? INT64_MAX
-                                                         : int64_t(v.get<uint64_t>()))
-                                                  : v.get<int64_t>();
+      const int64_t id =
+          !integer ? -1
+          : v.is_number_unsigned()
+              ? (v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(v.get<uint64_t>()))
+              : v.get<int64_t>();
       SF_CHECK(integer && id >= 0 && id < vocab, file.string(), ": input_ids[", r, "][", k,
-               "] = ", v.dump(), " is not a token id of this model (integers in [0, ", vocab,
-               "))");
+               "] = ", v.dump(), " is not a token id of this model (integers in [0, ", vocab, "))");
       s.ids.push_back(int32_t(id));
     }
-    SF_CHECK(r == 0 || s.ids.size() == samples[0].ids.size(), file.string(), ": input_ids row ",
-             r, " has ", s.ids.size(), " ids, row 0 has ", samples[0].ids.size(),
+    SF_CHECK(r == 0 || s.ids.size() == samples[0].ids.size(), file.string(), ": input_ids row ", r,
+             " has ", s.ids.size(), " ids, row 0 has ", samples[0].ids.size(),
              ": rows must have equal lengths");
     s.labels = s.ids;
     samples.push_back(std::move(s));
@@ -83,12 +82,12 @@ int cmd_logits(const std::vector<std::string>& argv) {
   const int64_t S = int64_t(samples[0].ids.size());
   for (size_t i = 0; i < logits.size(); ++i)
     SF_CHECK(std::isfinite(logits[i]), "logits of ", model.string(), " on ", batch_file.string(),
-             " are not finite (", logits[i], " at row ", int64_t(i) / (S * spec.vocab), ", position ",
-             (int64_t(i) / spec.vocab) % S, ", token ", int64_t(i) % spec.vocab,
+             " are not finite (", logits[i], " at row ", int64_t(i) / (S * spec.vocab),
+             ", position ", (int64_t(i) / spec.vocab) % S, ", token ", int64_t(i) % spec.vocab,
              "): the model's weights or config (e.g. rope_theta) overflow; nothing was written");
-  write_safetensors_file(out, {TensorToWrite{"logits", {int64_t(samples.size()), S, spec.vocab},
-                                             logits.data()}},
-                         DType::kF32);
+  write_safetensors_file(
+      out, {TensorToWrite{"logits", {int64_t(samples.size()), S, spec.vocab}, logits.data()}},
+      DType::kF32);
   std::cout << "wrote " << out.string() << "\n";
   return 0;
 }

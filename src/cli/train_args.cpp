@@ -42,8 +42,8 @@ bool is_yaml(const std::string& s) {
 std::string spelling(const std::vector<std::string>& argv, const OptionSpec& o) {
   for (const auto& a : argv) {
     if (a.rfind("--", 0) != 0) continue;
-    std::string key = a.substr(2, a.find('=') == std::string::npos ? std::string::npos
-                                                                   : a.find('=') - 2);
+    std::string key =
+        a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
     if (key.rfind("no-", 0) == 0 || key.rfind("no_", 0) == 0) {
       const OptionSpec* neg = find_train_option(key.substr(3));
       if (neg == &o && !find_train_option(key)) return "--" + key;
@@ -123,8 +123,10 @@ TrainArgs parse_train_args(const std::vector<std::string>& argv, std::ostream& o
   }
   for (const auto& extra : app.remaining()) {
     std::string key = extra;
-    if (key.rfind("--", 0) == 0) key = key.substr(2);
-    else if (key.rfind("-", 0) == 0) key = key.substr(1);
+    if (key.rfind("--", 0) == 0)
+      key = key.substr(2);
+    else if (key.rfind("-", 0) == 0)
+      key = key.substr(1);
     key = key.substr(0, key.find('='));
     SF_FAIL("train: unknown option ", extra.substr(0, extra.find('=')), "; did you mean --",
             dashed(nearest_train_option(key)), "? (slideformer train --help lists them all)");
@@ -147,8 +149,8 @@ TrainArgs parse_train_args(const std::vector<std::string>& argv, std::ostream& o
   std::map<std::string, std::string> set_by;  // canonical -> how the command line said it
   auto apply = [&](const OptionSpec& o, const std::string& value, const std::string& where) {
     auto [it, fresh] = set_by.emplace(o.name, where);
-    SF_CHECK(fresh, "train: ", o.name, " is given twice on the command line (", it->second,
-             " and ", where, "): keep one");
+    SF_CHECK(fresh, "train: ", o.name, " is given twice on the command line (", it->second, " and ",
+             where, "): keep one");
     o.set(c, value, where);
   };
   for (const auto& [key, value] : overrides) {

@@ -22,39 +22,39 @@ struct TrainConfig {
   std::string loss_mask = "assistant";  // assistant | all | last
   bool packing = false;
   bool skip_malformed = false;
-  bool cache = true;                    // the tokenised cache next to the output
+  bool cache = true;  // the tokenised cache next to the output
   int64_t cutoff_len = 256;
   // output
-  std::filesystem::path output_dir;     // required unless no_save
+  std::filesystem::path output_dir;  // required unless no_save
   bool no_save = false;
   bool overwrite_output_dir = false;
-  std::string save_dtype = "bf16";      // bf16 | f32
-  int64_t save_steps = 0;               // 0: only at the end
-  int64_t save_total_limit = 0;         // checkpoints kept; 0: all
-  std::string resume_from_checkpoint;   // "" | auto | DIR
+  std::string save_dtype = "bf16";     // bf16 | f32
+  int64_t save_steps = 0;              // 0: only at the end
+  int64_t save_total_limit = 0;        // checkpoints kept; 0: all
+  std::string resume_from_checkpoint;  // "" | auto | DIR
   // schedule
-  int64_t steps = -1;                   // max_steps; -1: num_train_epochs decides
+  int64_t steps = -1;  // max_steps; -1: num_train_epochs decides
   double num_train_epochs = 3;
-  int64_t batch_size = 4;               // per_device_train_batch_size: samples per micro-batch
-  int64_t eval_batch_size = 0;          // per_device_eval_batch_size; 0: batch_size
-  int64_t grad_accum = 1;               // gradient_accumulation_steps
+  int64_t batch_size = 4;       // per_device_train_batch_size: samples per micro-batch
+  int64_t eval_batch_size = 0;  // per_device_eval_batch_size; 0: batch_size
+  int64_t grad_accum = 1;       // gradient_accumulation_steps
   float lr = 1e-4f;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
   float max_grad_norm = 1.0f;
-  std::string schedule = "constant";    // lr_scheduler_type
-  int64_t warmup_steps = 0;             // > 0 wins over warmup_ratio, as in transformers
+  std::string schedule = "constant";  // lr_scheduler_type
+  int64_t warmup_steps = 0;           // > 0 wins over warmup_ratio, as in transformers
   double warmup_ratio = 0;
   float min_lr_ratio = 0;
   bool shuffle = false;
   uint64_t seed = 42;
   // evaluation and logging
-  int64_t eval_steps = 0;               // 0: only at the end
-  int64_t logging_steps = 10;           // lines per N steps when stdout is not a terminal
-  std::string report_to = "none";       // none | tensorboard
-  std::filesystem::path logging_dir;    // TensorBoard events; empty: OUTPUT/runs
+  int64_t eval_steps = 0;             // 0: only at the end
+  int64_t logging_steps = 10;         // lines per N steps when stdout is not a terminal
+  std::string report_to = "none";     // none | tensorboard
+  std::filesystem::path logging_dir;  // TensorBoard events; empty: OUTPUT/runs
   // engine
   int window = 2;
-  std::string backend = "auto";         // auto (cuda when a GPU is present) | cpu | cuda
+  std::string backend = "auto";  // auto (cuda when a GPU is present) | cpu | cuda
 };
 
 }  // namespace sf

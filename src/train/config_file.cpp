@@ -18,8 +18,8 @@ void check_readable_file(const fs::path& p, const std::string& what) {
   std::error_code ec;
   const fs::file_status st = fs::status(p, ec);
   SF_CHECK(!ec && fs::exists(st), what, " ", p.string(), " does not exist: check the path");
-  SF_CHECK(!fs::is_directory(st), what, " ", p.string(),
-           " is a directory: give a file (e.g. ", (p / "...").string(), ")");
+  SF_CHECK(!fs::is_directory(st), what, " ", p.string(), " is a directory: give a file (e.g. ",
+           (p / "...").string(), ")");
   SF_CHECK(fs::is_regular_file(st), what, " ", p.string(),
            " is not a regular file (a FIFO or a device): give a file");
   std::ifstream f(p, std::ios::binary);

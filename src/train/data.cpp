@@ -149,8 +149,8 @@ uint64_t Batcher::fingerprint() const {
 
 std::string Batcher::save_state() const {
   std::ostringstream os;
-  os << "batcher-v2 " << fingerprint() << " " << samples_->size() << " " << epoch_ << " "
-     << cursor_ << " " << order_.size();
+  os << "batcher-v2 " << fingerprint() << " " << samples_->size() << " " << epoch_ << " " << cursor_
+     << " " << order_.size();
   for (size_t i : order_) os << " " << i;
   os << " " << rng_;
   return os.str();

@@ -42,8 +42,8 @@ double parse_number(const std::string& v, const std::string& where, double lo, d
   SF_CHECK(x <= hi && (open_lo ? x > lo : x >= lo), where, ": must be in ", range, ", got ", v);
   if (as_float) {
     const float f = float(x);
-    SF_CHECK(std::isfinite(f) && (open_lo ? f > float(lo) : true), where, ": ", v,
-             " is ", std::isfinite(f) ? "0" : "infinite", " in float (single) precision, which the ",
+    SF_CHECK(std::isfinite(f) && (open_lo ? f > float(lo) : true), where, ": ", v, " is ",
+             std::isfinite(f) ? "0" : "infinite", " in float (single) precision, which the ",
              "optimizer uses; give a value in ", range, " that float can hold (e.g. >= 1e-38)");
   }
   return x;
@@ -77,8 +77,8 @@ std::string numf(float x) {
 }
 std::string boolean(bool b) { return b ? "true" : "false"; }
 
-const std::vector<std::string> kFormats = {"auto", "text", "alpaca", "sharegpt", "messages",
-                                           "tokens"};
+const std::vector<std::string> kFormats = {"auto",     "text",     "alpaca",
+                                           "sharegpt", "messages", "tokens"};
 const std::vector<std::string> kMasks = {"assistant", "all", "last"};
 const std::vector<std::string> kSchedules = {"constant", "constant_with_warmup", "linear",
                                              "cosine"};
@@ -86,6 +86,8 @@ const std::vector<std::string> kDtypes = {"bf16", "f32"};
 const std::vector<std::string> kBackends = {"auto", "cpu", "cuda"};
 const std::vector<std::string> kReports = {"none", "tensorboard"};
 
+// The table is laid out by hand (one option a paragraph); clang-format cannot see through SF_SET.
+// clang-format off
 #define SF_SET [](TrainConfig & c, const std::string& v, const std::string& w)
 #define SF_GET [](const TrainConfig& c) -> std::string
 
@@ -267,6 +269,7 @@ std::vector<OptionSpec> make_options() {
 
 #undef SF_SET
 #undef SF_GET
+// clang-format on
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -363,12 +366,13 @@ void validate_config(const TrainConfig& c) {
            " asks for checkpoints but no_save is set: drop one of them");
   SF_CHECK(c.resume_from_checkpoint != "auto" || !c.output_dir.empty(),
            "resume_from_checkpoint: auto looks in output_dir, which is not set");
-  SF_CHECK(c.eval_data.empty() || c.val_size == 0,
-           "eval_data and val_size both given: evaluate on the file or on a held-out part, not both");
+  SF_CHECK(
+      c.eval_data.empty() || c.val_size == 0,
+      "eval_data and val_size both given: evaluate on the file or on a held-out part, not both");
   SF_CHECK(c.val_size < 1 || c.val_size == std::floor(c.val_size), "val_size ", c.val_size,
            " must be a fraction in (0, 1) or a whole number of samples");
-  SF_CHECK(c.eval_steps == 0 || !c.eval_data.empty() || c.val_size > 0, "eval_steps ",
-           c.eval_steps, " needs evaluation data: give eval_data or val_size");
+  SF_CHECK(c.eval_steps == 0 || !c.eval_data.empty() || c.val_size > 0, "eval_steps ", c.eval_steps,
+           " needs evaluation data: give eval_data or val_size");
   SF_CHECK(c.report_to != "tensorboard" || !c.output_dir.empty() || !c.logging_dir.empty(),
            "report_to: tensorboard needs output_dir or logging_dir for its event files");
   SF_CHECK(c.steps < 0 || c.warmup_steps <= c.steps, "warmup_steps ", c.warmup_steps,

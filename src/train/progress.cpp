@@ -12,8 +12,10 @@ namespace sf {
 std::string format_duration(double seconds) {
   const int64_t s = int64_t(std::llround(std::max(0.0, seconds)));
   std::ostringstream os;
-  if (s >= 3600) os << s / 3600 << ":" << std::setw(2) << std::setfill('0') << (s / 60) % 60;
-  else os << s / 60;
+  if (s >= 3600)
+    os << s / 3600 << ":" << std::setw(2) << std::setfill('0') << (s / 60) % 60;
+  else
+    os << s / 60;
   os << ":" << std::setw(2) << std::setfill('0') << s % 60;
   return os.str();
 }
@@ -66,8 +68,8 @@ void Progress::step(const StepReport& r) {
     tb_->scalar("train/tokens_per_second", r.step, tok_s);
   }
 
-  const bool show = terminal_ || r.step == first_step_ + 1 || r.step == total_ ||
-                    r.step % logging_steps_ == 0;
+  const bool show =
+      terminal_ || r.step == first_step_ + 1 || r.step == total_ || r.step % logging_steps_ == 0;
   if (!show) return;
   const int64_t done = r.step - first_step_;
   const double eta = done > 0 ? elapsed / double(done) * double(total_ - r.step) : 0;
@@ -75,9 +77,8 @@ void Progress::step(const StepReport& r) {
   os << "step " << r.step << "/" << total_ << "  loss " << std::fixed << std::setprecision(4)
      << r.loss << "  grad_norm " << r.grad_norm << "  epoch " << std::setprecision(2) << r.epoch
      << "/" << total_epochs_ << "  lr " << std::defaultfloat << std::setprecision(3)
-     << r.learning_rate << "  tokens " << r.tokens << "  "
-     << std::setprecision(4) << tok_s << " tok/s  elapsed " << format_duration(elapsed)
-     << "  eta " << format_duration(eta);
+     << r.learning_rate << "  tokens " << r.tokens << "  " << std::setprecision(4) << tok_s
+     << " tok/s  elapsed " << format_duration(elapsed) << "  eta " << format_duration(eta);
   if (terminal_) {
     log_ << "\r\033[K" << os.str();
     line_open_ = true;

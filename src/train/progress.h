@@ -16,12 +16,12 @@
 namespace sf {
 
 struct StepReport {
-  int64_t step = 0;          // 1-based optimizer step
-  double epoch = 0;          // fractional epochs done
+  int64_t step = 0;  // 1-based optimizer step
+  double epoch = 0;  // fractional epochs done
   double loss = 0, grad_norm = 0;
   float learning_rate = 0;
   int64_t tokens = 0, valid_targets = 0;
-  double seconds = 0;        // of this step
+  double seconds = 0;  // of this step
 };
 
 class Progress {

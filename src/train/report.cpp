@@ -27,11 +27,20 @@ std::string html_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -45,8 +54,8 @@ std::string svg_line_chart(const std::string& title, const std::vector<ChartSeri
         x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
       }
   std::ostringstream o;
-  o << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << kW << " "
-    << kH << "\" width=\"" << kW << "\" height=\"" << kH << "\" role=\"img\" aria-label=\""
+  o << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << kW << " " << kH
+    << "\" width=\"" << kW << "\" height=\"" << kH << "\" role=\"img\" aria-label=\""
     << html_escape(title) << "\">\n<text x=\"" << kLeft << "\" y=\"18\" class=\"title\">"
     << html_escape(title) << "</text>\n";
   if (!std::isfinite(x0)) {
@@ -55,7 +64,8 @@ std::string svg_line_chart(const std::string& title, const std::vector<ChartSeri
     return o.str();
   }
   if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) y0 -= std::max(1e-12, std::fabs(y0) * 0.05), y1 += std::max(1e-12, std::fabs(y1) * 0.05);
+  if (y1 == y0)
+    y0 -= std::max(1e-12, std::fabs(y0) * 0.05), y1 += std::max(1e-12, std::fabs(y1) * 0.05);
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
   auto px = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
   auto py = [&](double y) { return kTop + (1 - (y - y0) / (y1 - y0)) * ph; };
@@ -64,8 +74,8 @@ std::string svg_line_chart(const std::string& title, const std::vector<ChartSeri
   o << "<text x=\"" << kLeft - 6 << "\" y=\"" << kTop + 10 << "\" text-anchor=\"end\">" << num(y1)
     << "</text>\n<text x=\"" << kLeft - 6 << "\" y=\"" << kTop + ph << "\" text-anchor=\"end\">"
     << num(y0) << "</text>\n<text x=\"" << kLeft << "\" y=\"" << kH - 10 << "\">step " << num(x0)
-    << "</text>\n<text x=\"" << kLeft + pw << "\" y=\"" << kH - 10
-    << "\" text-anchor=\"end\">step " << num(x1) << "</text>\n";
+    << "</text>\n<text x=\"" << kLeft + pw << "\" y=\"" << kH - 10 << "\" text-anchor=\"end\">step "
+    << num(x1) << "</text>\n";
   double legend_x = kLeft + pw;
   for (auto it = series.rbegin(); it != series.rend(); ++it) {
     o << "<text x=\"" << legend_x << "\" y=\"18\" text-anchor=\"end\" style=\"fill:" << it->color

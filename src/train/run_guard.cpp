@@ -56,8 +56,8 @@ void prepare_output_dir(const TrainConfig& c, bool resuming, std::ostream& log) 
     if (!marker.empty() && !resuming) {
       SF_CHECK(c.overwrite_output_dir || c.resume_from_checkpoint != "auto", "output_dir ",
                out.string(), " holds a run (", marker, ") but no checkpoint to resume from ",
-               "(no ", (out / "latest").string(), "): start afresh with overwrite_output_dir=true, ",
-               "or give another output_dir");
+               "(no ", (out / "latest").string(),
+               "): start afresh with overwrite_output_dir=true, ", "or give another output_dir");
       SF_CHECK(c.overwrite_output_dir, "output_dir ", out.string(), " already holds a run (",
                marker, "): continue it with resume_from_checkpoint=auto, start afresh with ",
                "overwrite_output_dir=true, or give another output_dir");

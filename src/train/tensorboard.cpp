@@ -49,8 +49,7 @@ void field_bytes(std::string& s, int field, const std::string& bytes) {
 }
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string event_header(double wall_time, int64_t step) {

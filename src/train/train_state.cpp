@@ -26,17 +26,33 @@ constexpr const char* kTrainerStateFile = "trainer_state.json";
 
 // Options that may change between a run and its resume: where things go and how often they are
 // reported, not what is computed.
-const std::set<std::string> kResumeMayChange = {
-    "output_dir",   "resume_from_checkpoint", "overwrite_output_dir", "save_steps",
-    "save_total_limit", "logging_steps",      "eval_steps",           "eval_data",
-    "per_device_eval_batch_size", "window",   "backend",              "cache",
-    "no_save",      "save_dtype",             "report_to",            "logging_dir"};
+const std::set<std::string> kResumeMayChange = {"output_dir",
+                                                "resume_from_checkpoint",
+                                                "overwrite_output_dir",
+                                                "save_steps",
+                                                "save_total_limit",
+                                                "logging_steps",
+                                                "eval_steps",
+                                                "eval_data",
+                                                "per_device_eval_batch_size",
+                                                "window",
+                                                "backend",
+                                                "cache",
+                                                "no_save",
+                                                "save_dtype",
+                                                "report_to",
+                                                "logging_dir"};
 
 // Side files a Hugging Face model directory carries besides config.json and the weights.
-const char* const kTokenizerFiles[] = {
-    "tokenizer.json",      "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-    "vocab.json",          "merges.txt",            "added_tokens.json",       "chat_template.jinja",
-    "chat_template.json"};
+const char* const kTokenizerFiles[] = {"tokenizer.json",
+                                       "tokenizer_config.json",
+                                       "special_tokens_map.json",
+                                       "tokenizer.model",
+                                       "vocab.json",
+                                       "merges.txt",
+                                       "added_tokens.json",
+                                       "chat_template.jinja",
+                                       "chat_template.json"};
 
 void copy_file_atomic(const fs::path& from, const fs::path& to) {
   write_file_atomic(to, read_text_file(from, "the model file"));
@@ -50,7 +66,8 @@ void copy_model_side_files(const fs::path& model_dir, const fs::path& tokenizer_
     copy_file_atomic(model_dir / "generation_config.json", out / "generation_config.json");
   if (tokenizer_dir.empty()) return;
   for (const char* name : kTokenizerFiles)
-    if (fs::is_regular_file(tokenizer_dir / name)) copy_file_atomic(tokenizer_dir / name, out / name);
+    if (fs::is_regular_file(tokenizer_dir / name))
+      copy_file_atomic(tokenizer_dir / name, out / name);
 }
 
 fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
@@ -164,8 +181,8 @@ std::string resume_config_difference(const std::string& saved_yaml, const TrainC
     if (kResumeMayChange.count(o.name)) continue;
     const std::string was = saved[o.name] ? saved[o.name].as<std::string>() : "(absent)";
     const std::string is = o.get(now);
-    if (was != is) diff += str_cat(diff.empty() ? "" : "; ", o.name, " was '", was, "', now '",
-                                   is, "'");
+    if (was != is)
+      diff += str_cat(diff.empty() ? "" : "; ", o.name, " was '", was, "', now '", is, "'");
   }
   return diff;
 }

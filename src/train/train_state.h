@@ -26,10 +26,10 @@ namespace sf {
 
 struct TrainerState {
   int64_t global_step = 0;
-  int64_t total_steps = 0;     // of the schedule
-  double epoch = 0;            // fractional, as transformers logs it
-  std::string batcher;         // Batcher::save_state()
-  std::string config_yaml;     // config_to_yaml of the run
+  int64_t total_steps = 0;  // of the schedule
+  double epoch = 0;         // fractional, as transformers logs it
+  std::string batcher;      // Batcher::save_state()
+  std::string config_yaml;  // config_to_yaml of the run
 };
 
 struct CheckpointSources {

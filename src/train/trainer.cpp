@@ -17,8 +17,8 @@
 #include "train/data.h"
 #include "train/options.h"
 #include "train/progress.h"
-#include "train/run_guard.h"
 #include "train/report.h"
+#include "train/run_guard.h"
 #include "train/samples.h"
 #include "train/tensorboard.h"
 #include "train/train_state.h"
@@ -28,7 +28,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
 
 // The token-weighted loss of the whole eval set: Σ loss_sum / Σ valid targets.
 EvalResult evaluate_all(Engine& engine, const std::vector<Batch>& batches) {
@@ -90,8 +92,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   if (resume) {
     resumed = read_trainer_state(*resume);
     const std::string diff = resume_config_difference(resumed->config_yaml, c);
-    SF_CHECK(diff.empty(), "cannot resume from ", resume->string(),
-             ": the configuration differs (", diff, "); resume with the same options, or start a ",
+    SF_CHECK(diff.empty(), "cannot resume from ", resume->string(), ": the configuration differs (",
+             diff, "); resume with the same options, or start a ",
              "new run with another output_dir");
   }
   check_readable_file(c.model_dir / "config.json", "the model's config.json");
@@ -105,8 +107,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     const double params = double(parameter_count(spec));
     const double dtype_bytes = c.save_dtype == "f32" ? 4 : 2;
     const double need = c.no_save ? 0
-                        : params * dtype_bytes * 1.05 +
-                              (c.save_steps > 0 ? params * (dtype_bytes + 12) * 1.05 : 0);
+                                  : params * dtype_bytes * 1.05 +
+                                        (c.save_steps > 0 ? params * (dtype_bytes + 12) * 1.05 : 0);
     check_output_space(c.output_dir, need);
     write_file_atomic(c.output_dir / "training_args.yaml", config_yaml);
   }
@@ -155,12 +157,12 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
           << ", starting from the model\n";
     load_model_weights(engine, c.model_dir);
   }
-  const std::string plan_line = str_cat(
-      "model ", spec.arch_name, ": ", spec.layers, " layers, hidden ", spec.hidden, ", ",
-      parameter_count(spec), " parameters; ", n_train, " samples of ≤ ", c.cutoff_len,
-      " tokens; ", plan.steps_per_epoch, " steps per epoch (", c.batch_size, " × ", c.grad_accum,
-      " accumulated), ", plan.total_steps, " steps (", plan.epochs, " epochs); backend ",
-      backend->name(), ", window ", c.window);
+  const std::string plan_line =
+      str_cat("model ", spec.arch_name, ": ", spec.layers, " layers, hidden ", spec.hidden, ", ",
+              parameter_count(spec), " parameters; ", n_train, " samples of ≤ ", c.cutoff_len,
+              " tokens; ", plan.steps_per_epoch, " steps per epoch (", c.batch_size, " × ",
+              c.grad_accum, " accumulated), ", plan.total_steps, " steps (", plan.epochs,
+              " epochs); backend ", backend->name(), ", window ", c.window);
   log << plan_line << "\n";
 
   const CheckpointSources src{c.model_dir, data.tokenizer_dir, config_text,
@@ -171,8 +173,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     log << "TensorBoard: " << tensorboard->file().string() << "\n";
   }
   Progress progress(log, terminal, c.logging_steps, plan.total_steps, plan.epochs,
-                    c.output_dir.empty() ? fs::path() : c.output_dir / "metrics.jsonl",
-                    start_step, tensorboard ? &*tensorboard : nullptr);
+                    c.output_dir.empty() ? fs::path() : c.output_dir / "metrics.jsonl", start_step,
+                    tensorboard ? &*tensorboard : nullptr);
   TrainSummary sum;
   sum.total_steps = plan.total_steps;
   sum.steps_per_epoch = plan.steps_per_epoch;
@@ -189,8 +191,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     std::vector<std::string> lines = {plan_line, end};
     if (!sum.losses.empty()) lines.push_back(str_cat("last loss ", sum.last_loss));
     if (sum.eval_loss >= 0)
-      lines.push_back(str_cat("eval_loss ", sum.eval_loss, ", perplexity ",
-                              std::exp(sum.eval_loss), " over ", sum.eval_tokens, " tokens"));
+      lines.push_back(str_cat("eval_loss ", sum.eval_loss, ", perplexity ", std::exp(sum.eval_loss),
+                              " over ", sum.eval_tokens, " tokens"));
     write_report(c.output_dir, config_yaml, lines);
   };
   auto run_eval = [&](int64_t step) {
@@ -208,7 +210,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     const float lr = sched.lr_at(s);
     const auto t0 = std::chrono::steady_clock::now();
     const StepResult r = engine.step(b, lr);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.step(StepReport{s + 1, batcher.epoch_progress(), r.loss, r.grad_norm, lr, b.tokens(),
                              r.valid_targets, secs});
     if (sum.losses.empty()) sum.first_loss = r.loss;

@@ -20,13 +20,13 @@ namespace sf {
 
 struct TrainSummary {
   double first_loss = 0, last_loss = 0;
-  int64_t steps = 0;                 // optimizer steps done (counting a resumed run's earlier ones)
-  int64_t total_steps = 0;           // of the schedule
+  int64_t steps = 0;        // optimizer steps done (counting a resumed run's earlier ones)
+  int64_t total_steps = 0;  // of the schedule
   int64_t steps_per_epoch = 0;
-  std::vector<double> losses;        // of the steps this call ran
-  double eval_loss = -1;             // the final evaluation's (-1: none)
+  std::vector<double> losses;  // of the steps this call ran
+  double eval_loss = -1;       // the final evaluation's (-1: none)
   int64_t eval_tokens = 0;
-  int signal = 0;                    // SIGINT/SIGTERM that stopped the run after a save, or 0
+  int signal = 0;  // SIGINT/SIGTERM that stopped the run after a save, or 0
   std::filesystem::path last_checkpoint;
 };
 

@@ -42,14 +42,15 @@ TEST(CliChecks, LogitsRefusesIdsThatDoNotFitAndDirectories) {
   SafetensorsReader reader(d / "l.st");
   EXPECT_EQ(reader.get("logits").shape, (std::vector<int64_t>{2, 3, 256}));
   fs::remove(d / "l.st");
-  for (const char* id : {"4294967296", "4294967297", "2147483648", "-1", "256", "1.5",
-                         "18446744073709551615"}) {
+  for (const char* id :
+       {"4294967296", "4294967297", "2147483648", "-1", "256", "1.5", "18446744073709551615"}) {
     write_text(d / "bad.json", std::string("{\"input_ids\": [[1, ") + id + ", 3]]}");
     r = run(base + " --batch " + (d / "bad.json").string());
     EXPECT_EQ(r.code, 1) << id << ": " << r.out;
     EXPECT_NE(r.out.find((d / "bad.json").string() + ": input_ids[0][1] = " + id +
                          " is not a token id of this model (integers in [0, 256))"),
-              std::string::npos) << r.out;
+              std::string::npos)
+        << r.out;
     EXPECT_FALSE(fs::exists(d / "l.st"));
   }
   write_text(d / "uneven.json", "{\"input_ids\": [[1, 2, 3], [4, 5]]}");
@@ -97,8 +98,7 @@ TEST(CliChecks, TrainRefusesDirectoriesAndDivergedRuns) {
   const fs::path model = tiny_model(d);
   Result r = run("train --model " + model.string() + " --data " + d.string() + " --no-save");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("train_data " + d.string() + " is a directory"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("train_data " + d.string() + " is a directory"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("basic_filebuf"), std::string::npos) << r.out;
   write_text(d / "t.txt", "some text long enough for a couple of short samples of bytes here");
   r = run("train --model " + model.string() + " --data " + (d / "t.txt").string() +
@@ -110,7 +110,8 @@ TEST(CliChecks, TrainRefusesDirectoriesAndDivergedRuns) {
   r = run("train --model " + model.string() + " --data /nonexistent.txt --no-save --eps 1e-50");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("--eps: 1e-50 is 0 in float"), std::string::npos) << r.out;
-  r = run("train --model " + model.string() + " --data /nonexistent.txt --no-save "
+  r = run("train --model " + model.string() +
+          " --data /nonexistent.txt --no-save "
           "--loss-mask everything");
   EXPECT_NE(r.out.find("--loss-mask: must be one of assistant|all|last"), std::string::npos)
       << r.out;

@@ -84,8 +84,8 @@ TEST(TrainConfig, YamlThenCommandLineWithAliases) {
   EXPECT_EQ(c.columns, (std::vector<std::string>{"output=response", "instruction=prompt"}));
   EXPECT_TRUE(c.packing);
   // Precedence: the command line (key=value and --key value alike) wins over the file.
-  c = parse({(d / "run.yaml").string(), "learning_rate=3e-4", "--batch-size", "2",
-             "--max_steps=7", "--no-packing", "--shuffle", "--window", "3"});
+  c = parse({(d / "run.yaml").string(), "learning_rate=3e-4", "--batch-size", "2", "--max_steps=7",
+             "--no-packing", "--shuffle", "--window", "3"});
   EXPECT_EQ(c.lr, 3e-4f);
   EXPECT_EQ(c.batch_size, 2);
   EXPECT_EQ(c.steps, 7);
@@ -113,14 +113,16 @@ TEST(TrainConfig, UnknownNamesSayTheNearest) {
   write_text(d / "run.yaml", "model_name_or_path: /m\n\nnum_train_epoch: 3\n");
   const std::string e = error_of({(d / "run.yaml").string()});
   EXPECT_NE(e.find("run.yaml:3: unknown option 'num_train_epoch'; did you mean "
-                   "'num_train_epochs'?"), std::string::npos) << e;
+                   "'num_train_epochs'?"),
+            std::string::npos)
+      << e;
 }
 
 TEST(TrainConfig, EveryValueIsChecked) {
   auto expect = [](const std::vector<std::string>& args, const std::string& text) {
     const std::string e = error_of(with(args));
-    EXPECT_NE(e.find(text), std::string::npos) << "args: " << args[0] << " " << args.back()
-                                               << "\nerror: " << e;
+    EXPECT_NE(e.find(text), std::string::npos)
+        << "args: " << args[0] << " " << args.back() << "\nerror: " << e;
   };
   expect({"--batch-size", "9223372036854775807"},
          "--batch-size: must be an integer in [1, 1048576], got 9223372036854775807");
@@ -160,7 +162,8 @@ TEST(TrainConfig, YamlErrorsNameFileLineAndKey) {
   EXPECT_NE(e.find("run.yaml:2: learning_rate: expects a number"), std::string::npos) << e;
   e = err("lr: 1e-3\nlearning_rate: 2e-3\n");
   EXPECT_NE(e.find("run.yaml:2: learning_rate: learning_rate is already set on line 1"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   e = err("a: [1, 2\nb: 3\n");
   EXPECT_NE(e.find("run.yaml:"), std::string::npos) << e;
   EXPECT_NE(e.find("not valid YAML"), std::string::npos) << e;
@@ -186,7 +189,8 @@ TEST(TrainConfig, HelpListsEveryOptionAndVersion) {
     std::replace(dashed.begin(), dashed.end(), '_', '-');
     EXPECT_NE(help.find("--" + dashed), std::string::npos) << o.name;
   }
-  EXPECT_NE(help.find("--learning-rate, --lr   (YAML: learning_rate)\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("--learning-rate, --lr   (YAML: learning_rate)\n"), std::string::npos)
+      << help;
   EXPECT_NE(help.find("accepted: number in [0, 1e38]; default: 1e-04\n"), std::string::npos);
   EXPECT_NE(help.find("accepted: assistant|all|last; default: assistant"), std::string::npos);
   std::ostringstream v;

@@ -71,11 +71,24 @@ TEST(TrainSignal, InterruptSavesAndResumeContinuesBitIdentically) {
   const fs::path model = tiny_model(d);
   const fs::path data = token_dataset(d / "data.jsonl", 24);
   auto args = [&](const fs::path& out) {
-    return std::vector<std::string>{"train", "model_name_or_path=" + model.string(),
-                                    "train_data=" + data.string(), "output_dir=" + out.string(),
-                                    "--max-steps", "300", "--batch-size", "2",
-                                    "--cutoff-len", "16", "--shuffle", "--lr", "1e-3",
-                                    "--logging-steps", "1", "--no-cache", "--backend", "cpu"};
+    return std::vector<std::string>{"train",
+                                    "model_name_or_path=" + model.string(),
+                                    "train_data=" + data.string(),
+                                    "output_dir=" + out.string(),
+                                    "--max-steps",
+                                    "300",
+                                    "--batch-size",
+                                    "2",
+                                    "--cutoff-len",
+                                    "16",
+                                    "--shuffle",
+                                    "--lr",
+                                    "1e-3",
+                                    "--logging-steps",
+                                    "1",
+                                    "--no-cache",
+                                    "--backend",
+                                    "cpu"};
   };
   const Child straight = run_and_signal(args(d / "straight"), "", 0);
   ASSERT_EQ(straight.code, 0) << straight.out;
@@ -93,7 +106,8 @@ TEST(TrainSignal, InterruptSavesAndResumeContinuesBitIdentically) {
   const fs::path ck = out / ("checkpoint-" + std::to_string(k));
   EXPECT_NE(stopped.out.find("checkpoint saved to " + ck.string() +
                              "; continue with resume_from_checkpoint=auto"),
-            std::string::npos) << stopped.out;
+            std::string::npos)
+      << stopped.out;
   EXPECT_TRUE(fs::exists(ck / "training_state.safetensors"));
   EXPECT_EQ(read_text(out / "latest"), "checkpoint-" + std::to_string(k) + "\n");
   EXPECT_FALSE(fs::exists(out / "model.safetensors"));  // the final model is not written

@@ -4,7 +4,6 @@
 // what differs; the output directory is checked before the first step; diverged weights are
 // never saved.
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 
 #include <csignal>
@@ -22,13 +21,14 @@ using namespace sf::testing;
 TrainConfig resumable_config(const fs::path& d) {
   TrainConfig c;
   c.model_dir = tiny_model(d);
-  write_text(c.model_dir / "generation_config.json", "{\"bos_token_id\": 1, \"eos_token_id\": 2}\n");
+  write_text(c.model_dir / "generation_config.json",
+             "{\"bos_token_id\": 1, \"eos_token_id\": 2}\n");
   c.data = token_dataset(d / "data.jsonl", 10);
   c.cutoff_len = 16;
   c.lr = 2e-3f;
   c.cache = false;
-  c.shuffle = true;          // the data order and the generator must be restored
-  c.num_train_epochs = 3;    // 3 steps per epoch: the resume point is inside the second epoch
+  c.shuffle = true;        // the data order and the generator must be restored
+  c.num_train_epochs = 3;  // 3 steps per epoch: the resume point is inside the second epoch
   c.batch_size = 2;
   c.grad_accum = 2;
   c.schedule = "cosine";
@@ -113,7 +113,8 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   r.lr = 1e-3f;
   std::string e = error_text([&] { run_training(r, log); });
   EXPECT_NE(e.find("the configuration differs (learning_rate was '0.002', now '0.001')"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
 
   r = c;
   r.output_dir = d / "r2";
@@ -161,7 +162,8 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   r.output_dir = d / "r4";
   e = error_text([&] { run_training(r, log); });
   EXPECT_NE(e.find("trainer_state.json: not valid JSON (truncated or corrupt checkpoint)"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   write_text(cut / "trainer_state.json", js);
   const std::string st = read_text(cut / "training_state.safetensors");
   write_text(cut / "training_state.safetensors", st.substr(0, st.size() - 100));
@@ -185,7 +187,8 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   std::ostringstream alog;
   const TrainSummary s = run_training(r, alog);
   EXPECT_NE(alog.str().find("resumed from " + (d / "run" / "checkpoint-9").string()),
-            std::string::npos) << alog.str();
+            std::string::npos)
+      << alog.str();
   EXPECT_TRUE(s.losses.empty());  // it had finished: nothing left to do
 }
 
@@ -202,7 +205,8 @@ TEST(TrainCheckpoint, OutputDirectoryIsCheckedBeforeTheFirstStep) {
   c.output_dir = d / "file" / "out";
   e = error_text([&] { run_training(c, log); });
   EXPECT_NE(e.find("output_dir " + (d / "file" / "out").string() + " cannot be created"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
 
   c.output_dir = d / "out";
   run_training(c, log);
@@ -257,7 +261,8 @@ TEST(TrainCheckpoint, FailedSaveLeavesThePreviousCheckpointIntact) {
   setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, old_handler);
   EXPECT_NE(e.find("saving checkpoint " + (c.output_dir / "checkpoint-4").string() + " failed"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("the previous checkpoint is intact"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(c.output_dir / "checkpoint-4"));
   EXPECT_EQ(read_text(c.output_dir / "latest"), "checkpoint-2\n");
@@ -266,7 +271,8 @@ TEST(TrainCheckpoint, FailedSaveLeavesThePreviousCheckpointIntact) {
   std::ostringstream rlog;
   const TrainSummary s = run_training(again, rlog);
   EXPECT_NE(rlog.str().find("resumed from " + (c.output_dir / "checkpoint-2").string()),
-            std::string::npos) << rlog.str();
+            std::string::npos)
+      << rlog.str();
   EXPECT_EQ(s.steps, 4);
 }
 

@@ -128,7 +128,8 @@ TEST(TrainEval, ValSizeHoldsOutOfTheTrainingData) {
   std::ostringstream log;
   const TrainSummary s = run_training(c, log);
   EXPECT_NE(log.str().find("val_size 0.2: 2 samples held out for evaluation, 8 for training"),
-            std::string::npos) << log.str();
+            std::string::npos)
+      << log.str();
   EXPECT_EQ(s.steps_per_epoch, 2);
   EXPECT_GT(s.eval_loss, 0);
   EXPECT_GT(s.eval_tokens, 0);

@@ -40,13 +40,13 @@ TEST(TrainProgress, LinesPerLoggingStepsOrInPlace) {
   run_training(c, log, /*terminal=*/false);
   const std::string s = log.str();
   EXPECT_EQ(count(s, "\nstep "), 4u) << s;  // 1, 5, 10, 12
-  for (const char* line : {"step 1/12  loss ", "step 5/12  loss ", "step 10/12  loss ",
-                           "step 12/12  loss "})
+  for (const char* line :
+       {"step 1/12  loss ", "step 5/12  loss ", "step 10/12  loss ", "step 12/12  loss "})
     EXPECT_NE(s.find(line), std::string::npos) << line << "\n" << s;
   const size_t at = s.find("step 5/12  loss ");
   const std::string line = s.substr(at, s.find('\n', at) - at);
-  for (const char* field : {"grad_norm ", "epoch 1.25/3.00", "lr ", "tokens ", " tok/s", "elapsed ",
-                            "eta "})
+  for (const char* field :
+       {"grad_norm ", "epoch 1.25/3.00", "lr ", "tokens ", " tok/s", "elapsed ", "eta "})
     EXPECT_NE(line.find(field), std::string::npos) << field << " in " << line;
 
   std::ostringstream tty;

@@ -39,8 +39,8 @@ TEST(TrainReport, PageHoldsEveryPlotAndTheConfiguration) {
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_EQ(count(html, "<svg "), 4u);
   EXPECT_EQ(count(html, "</svg>"), 4u);
-  for (const char* title : {"loss and eval loss", "learning rate", "gradient norm",
-                            "throughput (tokens/s)"})
+  for (const char* title :
+       {"loss and eval loss", "learning rate", "gradient norm", "throughput (tokens/s)"})
     EXPECT_NE(html.find(title), std::string::npos) << title;
   // loss: 6 points; eval_loss: steps 3 and 6.
   const std::regex poly("<polyline[^>]*data-name=\"([a-z_/s]+)\" points=\"([^\"]*)\"");

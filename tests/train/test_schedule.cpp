@@ -85,7 +85,7 @@ TEST(TrainSchedule, EpochsWarmupRatioAndCosineFloor) {
   c.batch_size = 2;
   c.grad_accum = 2;
   c.schedule = "cosine";
-  c.warmup_ratio = 0.1;    // ceil(0.6) = 1 warmup step
+  c.warmup_ratio = 0.1;  // ceil(0.6) = 1 warmup step
   c.min_lr_ratio = 0.25f;
   std::ostringstream log;
   const TrainSummary s = run_training(c, log);
@@ -93,7 +93,8 @@ TEST(TrainSchedule, EpochsWarmupRatioAndCosineFloor) {
   EXPECT_EQ(s.total_steps, 6);
   EXPECT_EQ(s.steps, 6);
   EXPECT_NE(log.str().find("3 steps per epoch (2 × 2 accumulated), 6 steps (2 epochs)"),
-            std::string::npos) << log.str();
+            std::string::npos)
+      << log.str();
   EXPECT_NE(log.str().find("step 6/6  loss "), std::string::npos) << log.str();
   EXPECT_NE(log.str().find("epoch 2.00/2.00"), std::string::npos) << log.str();
   const auto m = read_metrics(c.output_dir / "metrics.jsonl");

@@ -8,10 +8,10 @@
 
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "data/pipeline.h"
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "train/checkpoint.h"
-#include "data/pipeline.h"
 #include "train/data.h"
 #include "train/trainer.h"
 
@@ -262,8 +262,7 @@ TEST(Train, WrongDtypeIsNamed) {
     std::string bytes(static_cast<const char*>(t.data), t.bytes);  // F32 or I32: 4 bytes each
     header += (header.size() > 1 ? "," : "") + ("\"" + n + "\":{\"dtype\":\"") +
               (bad ? "I32" : "F32") + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
-              std::to_string(data.size()) + "," + std::to_string(data.size() + bytes.size()) +
-              "]}";
+              std::to_string(data.size()) + "," + std::to_string(data.size() + bytes.size()) + "]}";
     data += bytes;
   }
   header += "}";

@@ -32,7 +32,8 @@ TEST(TrainChat, AlpacaWithQwenTemplatePackingAndCache) {
     std::ofstream f(d / "data.jsonl");
     for (int i = 0; i < 12; ++i)
       f << R"({"instruction": "Count to )" << i << R"(.", "output": "Counting: )" << i
-        << R"( — done.", "system": "You count."})" << "\n";
+        << R"( — done.", "system": "You count."})"
+        << "\n";
   }
   TrainConfig c;
   c.model_dir = d / "model";
