@@ -1,6 +1,9 @@
 #include "train/progress.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -8,6 +11,17 @@
 #include "core/error.h"
 
 namespace sf {
+namespace {
+
+// Resident memory of this process (host), from /proc/self/statm; 0 where it cannot be read.
+double host_resident_gib() {
+  std::ifstream f("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  if (!(f >> size >> resident)) return 0;
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / double(1ull << 30);
+}
+
+}  // namespace
 
 std::string format_duration(double seconds) {
   const int64_t s = int64_t(std::llround(std::max(0.0, seconds)));
@@ -59,6 +73,8 @@ void Progress::step(const StepReport& r) {
   j["num_loss_tokens"] = r.valid_targets;
   j["tokens_per_second"] = tok_s;
   j["elapsed_seconds"] = elapsed;
+  const double host_gib = host_resident_gib();
+  j["host_memory_gib"] = host_gib;
   write_metrics(j.dump());
   if (tb_) {
     tb_->scalar("train/loss", r.step, r.loss);
@@ -77,8 +93,9 @@ void Progress::step(const StepReport& r) {
   os << "step " << r.step << "/" << total_ << "  loss " << std::fixed << std::setprecision(4)
      << r.loss << "  grad_norm " << r.grad_norm << "  epoch " << std::setprecision(2) << r.epoch
      << "/" << total_epochs_ << "  lr " << std::defaultfloat << std::setprecision(3)
-     << r.learning_rate << "  tokens " << r.tokens << "  " << std::setprecision(4) << tok_s
-     << " tok/s  elapsed " << format_duration(elapsed) << "  eta " << format_duration(eta);
+     << r.learning_rate << "  tokens " << r.tokens << "  " << std::fixed << std::setprecision(0)
+     << tok_s << " tok/s  host " << std::setprecision(2) << host_gib << " GiB  elapsed "
+     << format_duration(elapsed) << "  eta " << format_duration(eta);
   if (terminal_) {
     log_ << "\r\033[K" << os.str();
     line_open_ = true;

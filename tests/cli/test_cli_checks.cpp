@@ -120,5 +120,29 @@ TEST(CliChecks, TrainRefusesDirectoriesAndDivergedRuns) {
   EXPECT_EQ(r.out.rfind("slideformer ", 0), 0u) << r.out;
 }
 
+// The README's way: `slideformer train run.yaml` with overrides; the effective configuration in
+// OUTPUT/training_args.yaml holds the file's values and the overrides.
+TEST(CliChecks, TrainFromYamlWithOverrides) {
+  const fs::path d = fresh_dir("yaml_run");
+  const fs::path model = tiny_model(d);
+  write_text(d / "run.yaml", "model_name_or_path: " + model.string() +
+                                 "\ntrain_data: " + SF_SOURCE_DIR +
+                                 "/assets/data/carroll-alice.txt\noutput_dir: " +
+                                 (d / "out").string() +
+                                 "\nmax_steps: 50\nlearning_rate: 2.0e-3\ncutoff_len: 32\n"
+                                 "per_device_train_batch_size: 2\nbackend: cpu\n");
+  Result r = run("train " + (d / "run.yaml").string() + " max_steps=3 --cutoff-len 24");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 3/3  loss "), std::string::npos) << r.out;
+  const std::string eff = read_text(d / "out" / "training_args.yaml");
+  for (const char* line : {"max_steps: 3\n", "cutoff_len: 24\n", "learning_rate: 0.002\n",
+                           "per_device_train_batch_size: 2\n"})
+    EXPECT_NE(eff.find(line), std::string::npos) << line << eff;
+  // The effective configuration is itself a configuration file: it reruns the same run.
+  r = run("train " + (d / "out" / "training_args.yaml").string() + " overwrite_output_dir=true");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 3/3  loss "), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace sf

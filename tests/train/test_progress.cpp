@@ -1,6 +1,6 @@
 // What `slideformer train` shows: one line per logging_steps (the first and the last always) when
 // the log is not a terminal, a line rewritten in place when it is; both with step/total, epoch,
-// loss, grad norm, lr, tok/s, elapsed and ETA.
+// loss, grad norm, lr, tok/s, host memory, elapsed and ETA.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -46,7 +46,7 @@ TEST(TrainProgress, LinesPerLoggingStepsOrInPlace) {
   const size_t at = s.find("step 5/12  loss ");
   const std::string line = s.substr(at, s.find('\n', at) - at);
   for (const char* field :
-       {"grad_norm ", "epoch 1.25/3.00", "lr ", "tokens ", " tok/s", "elapsed ", "eta "})
+       {"grad_norm ", "epoch 1.25/3.00", "lr ", "tokens ", " tok/s", " GiB", "elapsed ", "eta "})
     EXPECT_NE(line.find(field), std::string::npos) << field << " in " << line;
 
   std::ostringstream tty;
