@@ -24,6 +24,7 @@ struct TrainConfig {
   bool skip_malformed = false;
   bool cache = true;  // the tokenised cache next to the output
   int64_t cutoff_len = 256;
+  bool show_sample = false;             // print the first sample, rendered, with its loss mask
   // output
   std::filesystem::path output_dir;  // required unless no_save
   bool no_save = false;

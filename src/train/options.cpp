@@ -150,6 +150,10 @@ std::vector<OptionSpec> make_options() {
        "integer in [2, 16777216]", {}, "model and data",
        SF_SET { c.cutoff_len = parse_int(v, w, 2, int64_t(1) << 24); },
        SF_GET { return std::to_string(c.cutoff_len); }},
+      {"show_sample", {}, Type::kBool,
+       "print the first sample of each data file as the model sees it, «loss-carrying» parts marked",
+       "true|false", {}, "model and data", SF_SET { c.show_sample = parse_bool(v, w); },
+       SF_GET { return boolean(c.show_sample); }},
       // ---- output ----
       {"output_dir", {"output"}, Type::kPath,
        "where checkpoints, the final model and metrics go (required unless no_save)",

@@ -63,7 +63,38 @@ std::vector<Sample> load_file(const TrainConfig& c, const std::filesystem::path&
   return s;
 }
 
+void show_first(const std::vector<Sample>& s, const std::filesystem::path& file,
+                const Tokenizer* tok, std::ostream& log) {
+  if (s.empty()) return;
+  int64_t loss = 0;
+  for (int32_t l : s[0].labels) loss += l != -100;
+  log << "sample 1 of " << file.string() << " (" << s[0].ids.size() << " tokens, " << loss
+      << " carry the loss, between « and »):\n"
+      << render_sample(s[0], tok) << "\n";
+}
+
 }  // namespace
+
+std::string render_sample(const Sample& s, const Tokenizer* tok) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.ids.size()) {
+    const bool loss = s.labels[i] != -100;
+    size_t j = i;
+    while (j < s.ids.size() && (s.labels[j] != -100) == loss) ++j;
+    const std::span<const int32_t> ids(s.ids.data() + i, j - i);
+    std::string text;
+    if (tok) {
+      text = tok->decode(ids, false);
+    } else {
+      for (int32_t id : ids) text += (text.empty() ? "" : " ") + std::to_string(id);
+      if (i > 0) text = " " + text;
+    }
+    out += loss ? "«" + text + "»" : text;
+    i = j;
+  }
+  return out;
+}
 
 void split_validation(std::vector<Sample>& train, std::vector<Sample>& eval, double val_size,
                       uint64_t seed) {
@@ -94,11 +125,13 @@ RunSamples load_run_samples(const TrainConfig& c, const ModelSpec& spec, std::os
   }
   const Tokenizer* t = tok ? &*tok : nullptr;
   r.train = load_file(c, c.data, spec, t, r.tokenizer_dir, log);
+  if (c.show_sample) show_first(r.train, c.data, t, log);
   SF_CHECK(!r.train.empty(), "train_data ", c.data.string(), " holds no sample with a loss (every ",
            "record empty, skipped or fully masked): there is nothing to train on; check the file ",
            "and loss_mask");
   if (!c.eval_data.empty()) {
     r.eval = load_file(c, c.eval_data, spec, t, r.tokenizer_dir, log);
+    if (c.show_sample) show_first(r.eval, c.eval_data, t, log);
     SF_CHECK(!r.eval.empty(), "eval_data ", c.eval_data.string(), " holds no sample with a loss");
   } else if (c.val_size > 0) {
     split_validation(r.train, r.eval, c.val_size, c.seed);

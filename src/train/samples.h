@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/sample.h"
+#include "data/tokenizer.h"
 #include "model/spec.h"
 #include "train/config.h"
 
@@ -19,6 +20,10 @@ struct RunSamples {
 };
 
 RunSamples load_run_samples(const TrainConfig& c, const ModelSpec& spec, std::ostream& log);
+
+// A sample as text (decoded with `tok`, else its ids), the spans whose tokens carry the loss
+// between « and ».
+std::string render_sample(const Sample& s, const Tokenizer* tok);
 
 // Holds out ceil(val_size × n) samples (val_size < 1) or val_size samples, chosen by a
 // permutation from `seed`; both parts keep file order. At least one sample stays for training.

@@ -9,6 +9,7 @@
 
 #include "train/config_file.h"
 #include "train/options.h"
+#include "train/samples.h"
 #include "train/trainer.h"
 #include "train_test_util.h"
 
@@ -68,6 +69,12 @@ TEST(TrainExamples, SftOnAlpaca) {
   EXPECT_EQ(s.losses.size(), 2u) << log;
   EXPECT_NE(log.find("val_size 0.1: 1 samples held out for evaluation, 9 for training"),
             std::string::npos) << log;
+  // show_sample: the first record through Qwen's template, the response alone carrying the loss.
+  EXPECT_NE(log.find("carry the loss, between « and »):\n<|im_start|>system\n"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("Translate to French.\nGood morning<|im_end|>\n<|im_start|>assistant\n"
+                     "«Bonjour<|im_end|>»"),
+            std::string::npos) << log;
 }
 
 TEST(TrainExamples, ChatSftWithQwen3Template) {
@@ -80,6 +87,13 @@ TEST(TrainExamples, ChatSftWithQwen3Template) {
                      ": 8 samples"),
             std::string::npos) << log;
   EXPECT_NE(log.find("TensorBoard: "), std::string::npos) << log;  // report_to: tensorboard
+}
+
+TEST(TrainExamples, RenderWithoutTokenizerShowsIds) {
+  Sample s;
+  s.ids = {1, 2, 3, 4, 5};
+  s.labels = {-100, -100, 3, 4, -100};
+  EXPECT_EQ(render_sample(s, nullptr), "1 2« 3 4» 5");
 }
 
 }  // namespace
