@@ -38,6 +38,13 @@ std::vector<Sample> load_file(const TrainConfig& c, const std::filesystem::path&
                               const std::filesystem::path& tok_dir, std::ostream& log) {
   check_readable_file(file, "the data file");
   if (!is_dataset(file)) {
+    // Byte ids trained into a real vocabulary would be garbage: the stand-in is for 256-token
+    // (byte-level test) models only.
+    SF_CHECK(
+        tok || spec.vocab == 256, "the model in ", c.model_dir.string(), " has no tokenizer.json ",
+        "and a vocabulary of ", spec.vocab, " tokens, so the text ", file.string(),
+        " cannot be tokenised: give tokenizer: DIR (a folder with the model's tokenizer.json), ",
+        "or pre-tokenised JSONL ({\"input_ids\": [...]})");
     if (!tok) log << "note: no tokenizer.json: using the byte-level stand-in tokenizer\n";
     return load_text_samples(file, c.cutoff_len, spec.vocab, tok);
   }

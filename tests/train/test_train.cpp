@@ -214,13 +214,15 @@ TEST(Train, BadModelGivesClearErrors) {
   EXPECT_NE(e.find("nan at element 5"), std::string::npos) << e;
 }
 
-// The error of one training step on a short text with the model in `model`.
-std::string train_error(const fs::path& model) {
+// The error of one training step on a short text (or, with `tokens`, pre-tokenised data) with
+// the model in `model`.
+std::string train_error(const fs::path& model, bool tokens = false) {
   TrainConfig c;
   c.no_save = true;
   c.model_dir = model;
   write_text(model.parent_path() / "t.txt", "enough text to make a couple of samples from");
-  c.data = model.parent_path() / "t.txt";
+  write_text(model.parent_path() / "t.jsonl", "{\"input_ids\": [1, 2, 3, 4]}\n");
+  c.data = model.parent_path() / (tokens ? "t.jsonl" : "t.txt");
   c.steps = 1;
   c.cutoff_len = 16;
   std::ostringstream log;
@@ -240,7 +242,7 @@ TEST(Train, ModelLargerThanHostMemoryIsRefused) {
   "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
   "tie_word_embeddings": false, "torch_dtype": "bfloat16"
 })");
-  const std::string e = train_error(d / "model");
+  const std::string e = train_error(d / "model", /*tokens=*/true);
   EXPECT_NE(e.find("not enough host memory for this run"), std::string::npos) << e;
   EXPECT_NE(e.find("GiB available"), std::string::npos) << e;
   EXPECT_NE(e.find("126 layers"), std::string::npos) << e;
@@ -274,6 +276,16 @@ TEST(Train, WrongDtypeIsNamed) {
   const std::string e = train_error(model);
   EXPECT_NE(e.find("model.norm.weight"), std::string::npos) << e;
   EXPECT_NE(e.find("I32"), std::string::npos) << e;
+}
+
+// A text for a model without tokenizer.json whose vocabulary is not bytes: refused (it used to
+// train byte ids into the 128k vocabulary).
+TEST(Train, TextWithoutTokenizerNeedsAByteVocabulary) {
+  fs::path model = make_model("notok", 1000);
+  const std::string e = train_error(model);
+  EXPECT_NE(e.find("has no tokenizer.json and a vocabulary of 1000 tokens"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("give tokenizer: DIR"), std::string::npos) << e;
 }
 
 TEST(Train, MissingWeightsAreNamed) {
