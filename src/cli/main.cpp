@@ -19,6 +19,9 @@ const char* kUsage =
     "              [--tie-embeddings] [--seed N]   (a random-initialised HF model directory)\n"
     "  logits      --model DIR --batch BATCH.json --out LOGITS.safetensors\n"
     "              (forward only; BATCH.json holds \"input_ids\": [[...], ...])\n"
+    "  generate    --model DIR [--chat] --prompt TEXT | --messages FILE [--max-new-tokens N]\n"
+    "              [--temperature T (0 = greedy)] [--top-p P] [--seed S] [--tokenizer DIR]\n"
+    "              [--chat-template NAME|FILE] [--backend auto|cpu|cuda] [--print-ids]\n"
     "  tokenize    --tokenizer DIR [--add-special-tokens] [--decode [--skip-special-tokens]]\n"
     "              [--chat [--add-generation-prompt] [--chat-template llama3|llama2|chatml|FILE]\n"
     "              [--template-kwargs '{\"enable_thinking\": false}']]\n"
@@ -43,6 +46,7 @@ int main(int argc, char** argv) {
     if (cmd == "init-model") return sf::cmd_init_model(rest);
     if (cmd == "logits") return sf::cmd_logits(rest);
     if (cmd == "tokenize") return sf::cmd_tokenize(rest);
+    if (cmd == "generate") return sf::cmd_generate(rest);
     std::cerr << "slideformer: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {
