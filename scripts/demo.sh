@@ -28,3 +28,6 @@ save_total_limit: 2
 window: 2
 YAML
 ./build/slideformer train out/tiny-llama-ft.yaml overwrite_output_dir=true
+# Try the result: greedy decoding from the fine-tuned model (byte-level tokens, no chat template).
+./build/slideformer generate --model out/tiny-llama-ft --prompt "Alice was beginning to" \
+  --max-new-tokens 60
