@@ -23,5 +23,7 @@ TrainArgs parse_train_args(const std::vector<std::string>& argv, std::ostream& o
 
 // Every option: names, aliases, accepted values, default, what it does.
 std::string train_help();
+// The same as a Markdown reference (`slideformer train --help-markdown > docs/config.md`).
+std::string train_help_markdown();
 
 }  // namespace sf

@@ -193,6 +193,15 @@ TEST(TrainConfig, HelpListsEveryOptionAndVersion) {
       << help;
   EXPECT_NE(help.find("accepted: number in [0, 1e38]; default: 1e-04\n"), std::string::npos);
   EXPECT_NE(help.find("accepted: assistant|all|last; default: assistant"), std::string::npos);
+  std::ostringstream md;
+  EXPECT_TRUE(parse_train_args({"--help-markdown"}, md).exit_now);
+  for (const auto& o : train_options())
+    EXPECT_NE(md.str().find("| `" + o.name + "` |"), std::string::npos) << o.name;
+  EXPECT_NE(md.str().find("| `learning_rate` | `lr` | number in [0, 1e38] | `1e-04` | peak "
+                          "learning rate |"),
+            std::string::npos)
+      << md.str();
+  EXPECT_NE(md.str().find("| assistant\\|all\\|last | `assistant` |"), std::string::npos);
   std::ostringstream v;
   EXPECT_TRUE(parse_train_args({"--version"}, v).exit_now);
   EXPECT_EQ(v.str(), std::string("slideformer ") + kSlideformerVersion + "\n");
