@@ -17,7 +17,7 @@ m=$(mktemp -d)
 for be in cuda cpu; do
   "$bin/slideformer" train --model "$m/model" --data assets/data/carroll-alice.txt --steps 20 \
     --batch-size 8 --cutoff-len 256 --lr 2e-3 --schedule cosine --warmup-steps 2 \
-    --max-grad-norm 1.0 --window 2 --backend "$be" --output "$m/out-$be" 2>&1 | tee "$log/train_$be.log" |
+    --max-grad-norm 1.0 --window 2 --backend "$be" --output "$m/out-$be" --logging-steps 1 2>&1 | tee "$log/train_$be.log" |
     grep -E '^(model|step (1|5|10|15|20)/)'
 done
 paste <(grep -o 'loss [0-9.]*' "$log/train_cuda.log") <(grep -o 'loss [0-9.]*' "$log/train_cpu.log") |

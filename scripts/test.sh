@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-# Python test tooling from PyPI (the reference tokenizer); tests that need it skip, saying so,
+# Python test tooling from PyPI (the reference tokenizer, TensorBoard's event reader); tests that need it skip, saying so,
 # where it cannot be installed.
 # (Debian's own python3 refuses pip installs outside a venv unless told: try that second.)
 pip_install() {
@@ -13,6 +13,8 @@ pip_install() {
 }
 python3 -c "import tokenizers" 2>/dev/null || pip_install tokenizers ||
   echo "note: could not pip install tokenizers; the tokenizer parity tests will be skipped"
+python3 -c "import tensorboard" 2>/dev/null || pip_install tensorboard ||
+  echo "note: could not pip install tensorboard; tensorboard_reads_events will be skipped"
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "note: no GPU on this machine: the CUDA tests are built and run, and each reports itself"
   echo "      skipped (\"skipped: no CUDA device\"); ctest lists them as Skipped"

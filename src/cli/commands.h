@@ -10,5 +10,6 @@ int cmd_train(const std::vector<std::string>& argv);
 int cmd_init_model(const std::vector<std::string>& argv);
 int cmd_logits(const std::vector<std::string>& argv);
 int cmd_tokenize(const std::vector<std::string>& argv);  // cli/cmd_tokenize.cpp
+int cmd_generate(const std::vector<std::string>& argv);  // cli/cmd_generate.cpp
 
 }  // namespace sf

@@ -4,24 +4,24 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/train_args.h"
 
 namespace {
 
 const char* kUsage =
     "usage: slideformer <command> [options]\n"
-    "  train       --model DIR --data FILE.txt|FILE.jsonl [--output DIR] [--steps N]\n"
-    "              [--batch-size N] [--cutoff-len N] [--lr X] [--beta1 X] [--beta2 X] [--eps X]\n"
-    "              [--weight-decay X] [--max-grad-norm X (0 = off)] [--schedule constant|linear|cosine]\n"
-    "              [--warmup-steps N] [--shuffle] [--seed N] [--window W] [--save-dtype bf16|f32]\n"
-    "              [--tokenizer DIR] [--dataset-format auto|text|alpaca|sharegpt|messages|tokens]\n"
-    "              [--columns key=name,...] [--chat-template llama3|llama2|chatml|FILE]\n"
-    "              [--loss-mask assistant|all|last] [--packing] [--skip-malformed] [--no-cache]\n"
-    "              [--backend auto|cpu|cuda]\n"
+    "  train       [run.yaml] [key=value ...] [--key value ...]\n"
+    "              (slideformer train --help lists every option, its default and accepted values;\n"
+    "              e.g. slideformer train --model DIR --data FILE.txt --output DIR --max-steps "
+    "100)\n"
     "  init-model  --out DIR [--arch llama|mistral|qwen2|qwen3] [--hidden N] [--layers N]\n"
     "              [--heads N] [--kv-heads N] [--head-dim N] [--intermediate N] [--vocab N]\n"
     "              [--tie-embeddings] [--seed N]   (a random-initialised HF model directory)\n"
     "  logits      --model DIR --batch BATCH.json --out LOGITS.safetensors\n"
     "              (forward only; BATCH.json holds \"input_ids\": [[...], ...])\n"
+    "  generate    --model DIR [--chat] --prompt TEXT | --messages FILE [--max-new-tokens N]\n"
+    "              [--temperature T (0 = greedy)] [--top-p P] [--seed S] [--tokenizer DIR]\n"
+    "              [--chat-template NAME|FILE] [--backend auto|cpu|cuda] [--print-ids]\n"
     "  tokenize    --tokenizer DIR [--add-special-tokens] [--decode [--skip-special-tokens]]\n"
     "              [--chat [--add-generation-prompt] [--chat-template llama3|llama2|chatml|FILE]\n"
     "              [--template-kwargs '{\"enable_thinking\": false}']]\n"
@@ -36,12 +36,17 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string cmd = argv[1];
+  if (cmd == "--version") {
+    std::cout << "slideformer " << sf::kSlideformerVersion << "\n";
+    return 0;
+  }
   std::vector<std::string> rest(argv + 2, argv + argc);
   try {
     if (cmd == "train") return sf::cmd_train(rest);
     if (cmd == "init-model") return sf::cmd_init_model(rest);
     if (cmd == "logits") return sf::cmd_logits(rest);
     if (cmd == "tokenize") return sf::cmd_tokenize(rest);
+    if (cmd == "generate") return sf::cmd_generate(rest);
     std::cerr << "slideformer: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const std::exception& e) {

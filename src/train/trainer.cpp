@@ -1,89 +1,68 @@
 #include "train/trainer.h"
 
 #include <chrono>
-#include <fstream>
-#include <iomanip>
+#include <cmath>
+#include <csignal>
 #include <optional>
 #include <sstream>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
-#include "data/chat_template.h"
-#include "data/pipeline.h"
-#include "data/tokenizer.h"
 #include "engine/engine.h"
+#include "io/atomic_file.h"
 #include "model/spec.h"
 #include "train/checkpoint.h"
+#include "train/config_file.h"
 #include "train/data.h"
-#include "train/run_setup.h"
-#include "core/host_memory.h"
+#include "train/options.h"
+#include "train/progress.h"
+#include "train/report.h"
+#include "train/run_guard.h"
+#include "train/samples.h"
+#include "train/tensorboard.h"
+#include "train/train_state.h"
 
 namespace sf {
+namespace fs = std::filesystem;
+
 namespace {
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  SF_CHECK(f, "cannot read ", p);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
 
-bool is_dataset(const std::filesystem::path& p) {
-  auto ext = p.extension().string();
-  return ext == ".jsonl" || ext == ".json";
-}
-
-// The tokenizer: --tokenizer, else the model directory's tokenizer.json, else none (byte-level
-// stand-in for plain text; datasets of tokens need none).
-std::optional<Tokenizer> find_tokenizer(const TrainConfig& c) {
-  if (!c.tokenizer_dir.empty()) return Tokenizer::load(c.tokenizer_dir);
-  if (std::filesystem::exists(c.model_dir / "tokenizer.json")) return Tokenizer::load(c.model_dir);
-  return std::nullopt;
-}
-
-// The chat template, when one can be found: a missing one is an error only when a conversation
-// needs it (encode_record says so).
-std::optional<ChatTemplate> find_template(const TrainConfig& c, const std::filesystem::path& dir,
-                                          const Tokenizer* tok) {
-  if (c.chat_template.empty() && dir.empty()) return std::nullopt;
-  try {
-    return resolve_chat_template(c.chat_template, dir, tok);
-  } catch (const Error&) {
-    if (!c.chat_template.empty()) throw;  // the user's choice must load
-    return std::nullopt;
+// The token-weighted loss of the whole eval set: Σ loss_sum / Σ valid targets.
+EvalResult evaluate_all(Engine& engine, const std::vector<Batch>& batches) {
+  EvalResult total;
+  for (const Batch& b : batches) {
+    const EvalResult r = engine.evaluate(b);
+    total.loss_sum += r.loss_sum;
+    total.valid_targets += r.valid_targets;
   }
+  return total;
 }
 
-std::vector<Sample> load_training_samples(const TrainConfig& c, const ModelSpec& spec,
-                                          std::ostream& log) {
-  std::optional<Tokenizer> tok = find_tokenizer(c);
-  if (!is_dataset(c.data)) {
-    if (!tok) log << "note: no tokenizer.json: using the byte-level stand-in tokenizer\n";
-    return load_text_samples(c.data, c.cutoff_len, spec.vocab, tok ? &*tok : nullptr);
+struct Plan {
+  int64_t steps_per_epoch = 0, total_steps = 0, warmup = 0;
+  double epochs = 0;
+};
+
+Plan plan_schedule(const TrainConfig& c, const Batcher& batcher) {
+  Plan p;
+  p.steps_per_epoch = batcher.steps_per_epoch();
+  if (c.steps > 0) {
+    p.total_steps = c.steps;
+  } else {
+    const double t = std::ceil(c.num_train_epochs * double(p.steps_per_epoch));
+    SF_CHECK(t <= 1e15, "num_train_epochs ", c.num_train_epochs, " × ", p.steps_per_epoch,
+             " steps per epoch is too many steps");
+    p.total_steps = std::max<int64_t>(1, int64_t(t));
   }
-  const std::filesystem::path tok_dir =
-      !c.tokenizer_dir.empty() ? c.tokenizer_dir : (tok ? c.model_dir : std::filesystem::path());
-  std::optional<ChatTemplate> chat = find_template(c, tok_dir, tok ? &*tok : nullptr);
-  DataConfig d;
-  d.file = c.data;
-  d.tokenizer_dir = tok_dir;
-  d.vocab = spec.vocab;
-  d.read.format = parse_dataset_format(c.dataset_format);
-  for (const std::string& col : c.columns) d.read.columns.set(col);
-  d.read.skip_malformed = c.skip_malformed;
-  d.encode.mask = parse_loss_mask(c.loss_mask);
-  d.encode.cutoff_len = c.cutoff_len;
-  if (c.cache && !c.output_dir.empty()) d.cache_dir = c.output_dir / "tokenized-cache";
-  DataStats st;
-  std::vector<Sample> s = prepare_samples(d, tok ? &*tok : nullptr, chat ? &*chat : nullptr, &st);
-  log << "data " << c.data.string() << ": " << s.size() << " samples, " << st.tokens
-      << " tokens" << (st.from_cache ? " (from the tokenised cache " + st.cache_file.string() + ")"
-                                     : "");
-  if (st.truncated) log << ", " << st.truncated << " truncated to " << c.cutoff_len;
-  if (st.skipped_malformed) log << ", " << st.skipped_malformed << " malformed skipped";
-  if (st.no_loss) log << ", " << st.no_loss << " without labels dropped";
-  log << "\n";
-  return s;
+  p.epochs = double(p.total_steps) / double(p.steps_per_epoch);
+  p.warmup = c.warmup_steps > 0 ? c.warmup_steps
+                                : int64_t(std::ceil(c.warmup_ratio * double(p.total_steps)));
+  return p;
 }
 
 }  // namespace
@@ -104,88 +83,181 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& 
   return make_cuda_backend(o);
 }
 
-TrainSummary run_training(const TrainConfig& c, std::ostream& log) {
-  SF_CHECK(c.steps >= 1, "--steps must be at least 1 (got ", c.steps, ")");
-  SF_CHECK(c.save_dtype == "bf16" || c.save_dtype == "f32", "--save-dtype must be bf16 or f32, not '",
-           c.save_dtype, "'");
-  LrSchedule sched{parse_schedule_kind(c.schedule), c.lr, c.warmup_steps, c.steps};
-  sched.validate();
+TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal) {
+  // ---- every check that needs no data and no memory ----
+  validate_config(c);
+  const LrSchedule::Kind kind = parse_schedule_kind(c.schedule);
+  const std::optional<fs::path> resume = find_resume_checkpoint(c);
+  std::optional<TrainerState> resumed;
+  if (resume) {
+    resumed = read_trainer_state(*resume);
+    const std::string diff = resume_config_difference(resumed->config_yaml, c);
+    SF_CHECK(diff.empty(), "cannot resume from ", resume->string(), ": the configuration differs (",
+             diff, "); resume with the same options, or start a ",
+             "new run with another output_dir");
+  }
+  check_readable_file(c.model_dir / "config.json", "the model's config.json");
   const ModelSpec spec = load_model_spec(c.model_dir);
-  const std::string config_text = read_file(c.model_dir / "config.json");
+  const std::string config_text = read_text_file(c.model_dir / "config.json", "the model's config");
+  check_readable_file(c.data, "train_data");
+  if (!c.eval_data.empty()) check_readable_file(c.eval_data, "eval_data");
+  prepare_output_dir(c, resume.has_value(), log);
+  const std::string config_yaml = config_to_yaml(c);
+  if (!c.output_dir.empty()) {
+    const double params = double(parameter_count(spec));
+    const double dtype_bytes = c.save_dtype == "f32" ? 4 : 2;
+    const double need = c.no_save ? 0
+                                  : params * dtype_bytes * 1.05 +
+                                        (c.save_steps > 0 ? params * (dtype_bytes + 12) * 1.05 : 0);
+    check_output_space(c.output_dir, need);
+    write_file_atomic(c.output_dir / "training_args.yaml", config_yaml);
+  }
 
-  std::vector<Sample> samples = load_training_samples(c, spec, log);
-  const int64_t n_samples = int64_t(samples.size());
-  Batcher batcher(std::move(samples), c.batch_size, c.shuffle, c.seed,
-                  c.packing ? c.batch_size * c.cutoff_len : 0);
+  // ---- data ----
+  RunSamples data = load_run_samples(c, spec, log);
+  const int64_t n_train = int64_t(data.train.size());
+  Batcher batcher(std::move(data.train), c.batch_size, c.shuffle, c.seed,
+                  c.packing ? c.batch_size * c.cutoff_len : 0, c.grad_accum);
+  const Plan plan = plan_schedule(c, batcher);
+  LrSchedule sched{kind, c.lr, plan.warmup, plan.total_steps, c.min_lr_ratio};
+  sched.validate();
+  const std::vector<Batch> eval_batches =
+      make_eval_batches(data.eval, c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size);
 
-  PlanRequest req;
-  req.spec = spec;
-  req.window = c.window;
-  req.max_tokens = batcher.max_tokens();
-  req.max_sequences = batcher.max_sequences();
-  req.max_sample_tokens = batcher.max_sample_tokens();
-  req.micro_tokens = c.micro_batch_tokens;
-  req.gpu_budget = c.gpu_memory;
-  req.clipping = c.max_grad_norm > 0;
-  RunSetup setup = make_run_setup(c.backend, req);
-  Backend* backend = setup.backend.get();
+  // ---- engine ----
+  int64_t max_tokens = batcher.max_tokens(), max_seqs = batcher.max_sequences();
+  for (const Batch& b : eval_batches) {
+    max_tokens = std::max(max_tokens, b.tokens());
+    max_seqs = std::max(max_seqs, int64_t(b.cu_seqlens.size()) - 1);
+  }
+  auto backend = make_backend(c.backend, spec, max_tokens);
   EngineOptions opt;
   opt.window = c.window;
-  opt.max_tokens = req.max_tokens;
-  opt.max_sequences = req.max_sequences;
-  opt.max_sample_tokens = req.max_sample_tokens;
-  opt.micro_tokens = setup.plan.micro_tokens;
-  opt.gpu_budget = setup.plan.gpu_budget;
+  opt.max_tokens = max_tokens;
+  opt.max_sequences = max_seqs;
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
-  opt.trace_path = c.trace.string();
-  const auto t_start = std::chrono::steady_clock::now();
-  auto since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
   Engine engine(*backend, spec, opt);
-  log << "plan: " << engine.plan().describe() << "\n";
-  const double t_alloc = since(t_start);
-  load_model_weights(engine, c.model_dir);
-  log << "start-up: " << std::setprecision(3) << since(t_start) << " s (allocation " << t_alloc
-      << " s, weights " << since(t_start) - t_alloc << " s)\n";
-  log << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden " << spec.hidden
-      << ", " << parameter_count(spec) << " parameters; " << n_samples << " samples of ≤ "
-      << c.cutoff_len << " tokens; backend " << backend->name() << ", window " << c.window
-      << "\n";
+  int64_t start_step = 0;
+  if (resume) {
+    const TrainerState& st = *resumed;
+    SF_CHECK(st.total_steps == plan.total_steps, "cannot resume from ", resume->string(),
+             ": its schedule has ", st.total_steps, " steps, this run ", plan.total_steps);
+    try {
+      batcher.restore_state(st.batcher);
+    } catch (const Error& e) {
+      SF_FAIL("cannot resume from ", resume->string(), ": ", e.what());
+    }
+    load_training_tensors(engine, *resume, st.global_step);
+    start_step = st.global_step;
+    log << "resumed from " << resume->string() << " at step " << start_step << "\n";
+  } else {
+    if (c.resume_from_checkpoint == "auto")
+      log << "resume_from_checkpoint auto: no checkpoint in " << c.output_dir.string()
+          << ", starting from the model\n";
+    load_model_weights(engine, c.model_dir);
+  }
+  const std::string plan_line =
+      str_cat("model ", spec.arch_name, ": ", spec.layers, " layers, hidden ", spec.hidden, ", ",
+              parameter_count(spec), " parameters; ", n_train, " samples of ≤ ", c.cutoff_len,
+              " tokens; ", plan.steps_per_epoch, " steps per epoch (", c.batch_size, " × ",
+              c.grad_accum, " accumulated), ", plan.total_steps, " steps (", plan.epochs,
+              " epochs); backend ", backend->name(), ", window ", c.window);
+  log << plan_line << "\n";
 
+  const CheckpointSources src{c.model_dir, data.tokenizer_dir, config_text,
+                              c.save_dtype == "f32" ? DType::kF32 : DType::kBF16};
+  std::optional<TensorBoardWriter> tensorboard;
+  if (c.report_to == "tensorboard") {
+    tensorboard.emplace(c.logging_dir.empty() ? c.output_dir / "runs" : c.logging_dir);
+    log << "TensorBoard: " << tensorboard->file().string() << "\n";
+  }
+  Progress progress(log, terminal, c.logging_steps, plan.total_steps, plan.epochs,
+                    c.output_dir.empty() ? fs::path() : c.output_dir / "metrics.jsonl", start_step,
+                    tensorboard ? &*tensorboard : nullptr);
   TrainSummary sum;
-  for (int64_t s = 0; s < c.steps; ++s) {
+  sum.total_steps = plan.total_steps;
+  sum.steps_per_epoch = plan.steps_per_epoch;
+  sum.steps = start_step;
+  auto save = [&](int64_t step) {
+    check_weights_usable(engine, step, c.lr);
+    TrainerState st{step, plan.total_steps, batcher.epoch_progress(), batcher.save_state(),
+                    config_yaml};
+    sum.last_checkpoint = save_training_checkpoint(engine, c.output_dir, src, st);
+    prune_checkpoints(c.output_dir, c.save_total_limit, sum.last_checkpoint);
+  };
+  auto report = [&](const std::string& end) {
+    if (c.output_dir.empty()) return;
+    std::vector<std::string> lines = {plan_line, end};
+    if (!sum.losses.empty()) lines.push_back(str_cat("last loss ", sum.last_loss));
+    if (sum.eval_loss >= 0)
+      lines.push_back(str_cat("eval_loss ", sum.eval_loss, ", perplexity ", std::exp(sum.eval_loss),
+                              " over ", sum.eval_tokens, " tokens"));
+    write_report(c.output_dir, config_yaml, lines);
+  };
+  auto run_eval = [&](int64_t step) {
+    const EvalResult r = evaluate_all(engine, eval_batches);
+    SF_CHECK(r.valid_targets > 0, "the evaluation data has no token with a loss");
+    sum.eval_loss = r.loss_sum / double(r.valid_targets);
+    sum.eval_tokens = r.valid_targets;
+    progress.eval(step, batcher.epoch_progress(), sum.eval_loss, r.valid_targets);
+  };
+
+  // ---- steps ----
+  SignalGuard signals;
+  for (int64_t s = start_step; s < plan.total_steps; ++s) {
     Batch b = batcher.next();
     const float lr = sched.lr_at(s);
-    auto t0 = std::chrono::steady_clock::now();
-    StepResult r = engine.step(b, lr);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log << "step " << (s + 1) << "/" << c.steps << "  loss " << std::fixed << std::setprecision(4)
-        << r.loss << "  grad_norm " << r.grad_norm << std::defaultfloat << std::setprecision(3)
-        << "  lr " << lr << "  tokens " << b.tokens() << "  " << std::setprecision(4)
-        << double(b.tokens()) / secs << " tok/s\n";
-    log.flush();
-    if (s == 0) sum.first_loss = r.loss;
+    const auto t0 = std::chrono::steady_clock::now();
+    const StepResult r = engine.step(b, lr);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    progress.step(StepReport{s + 1, batcher.epoch_progress(), r.loss, r.grad_norm, lr, b.tokens(),
+                             r.valid_targets, secs});
+    if (sum.losses.empty()) sum.first_loss = r.loss;
+    sum.losses.push_back(r.loss);
     sum.last_loss = r.loss;
     sum.steps = s + 1;
-    sum.peak_device_used = std::max(sum.peak_device_used, backend->device_memory().used);
+    const bool last = s + 1 == plan.total_steps;
+    if (int sig = signals.pending(); sig && !last) {
+      sum.signal = sig;
+      if (c.no_save) {
+        progress.note(str_cat("stopped by ", signal_name(sig), " after step ", s + 1,
+                              ": nothing saved (no_save)"));
+      } else {
+        save(s + 1);
+        progress.note(str_cat("stopped by ", signal_name(sig), " after step ", s + 1,
+                              ": checkpoint saved to ", sum.last_checkpoint.string(),
+                              "; continue with resume_from_checkpoint=auto"));
+      }
+      report(str_cat("stopped by ", signal_name(sig), " after step ", s + 1, " of ",
+                     plan.total_steps));
+      return sum;
+    }
+    if (!eval_batches.empty() && c.eval_steps > 0 && (s + 1) % c.eval_steps == 0 && !last)
+      run_eval(s + 1);
+    if (!c.no_save && c.save_steps > 0 && (s + 1) % c.save_steps == 0 && !last) {
+      save(s + 1);
+      progress.note("saved " + sum.last_checkpoint.string());
+    }
   }
-  if (!c.trace.empty()) {
-    for (const std::string& line : engine.finish_trace()) log << "trace " << line << "\n";
-    log << "trace written to " << c.trace.string() << " (chrome://tracing or ui.perfetto.dev)\n";
+  progress.finish();
+
+  // ---- the end: check, evaluate, save ----
+  check_weights_usable(engine, sum.steps, c.lr);
+  if (!eval_batches.empty()) {
+    run_eval(sum.steps);
+    log << "eval_loss " << sum.eval_loss << "  eval_perplexity " << std::exp(sum.eval_loss)
+        << " over " << sum.eval_tokens << " tokens\n";
   }
-  const ProcessMemory pm = process_memory();
-  sum.peak_host_rss = pm.peak_rss;
-  log << "memory: engine device buffer " << gib(engine.plan().device.engine());
-  if (sum.peak_device_used) log << ", device in use (whole device) " << gib(sum.peak_device_used);
-  log << "; host peak RSS " << gib(pm.peak_rss) << " (planned " << gib(engine.plan().host.total())
-      << ")\n";
-  if (!c.output_dir.empty()) {
-    save_model_checkpoint(engine, c.output_dir, config_text,
-                          c.save_dtype == "f32" ? DType::kF32 : DType::kBF16);
+  if (!c.no_save) {
+    if (c.save_steps > 0) save(sum.steps);  // the last checkpoint resumes nothing but keeps state
+    save_model_checkpoint(engine, c.output_dir, config_text, src.dtype);
+    copy_model_side_files(c.model_dir, data.tokenizer_dir, c.output_dir);
     log << "saved " << c.output_dir.string() << "\n";
   }
+  report(str_cat("finished: ", sum.steps, " steps"));
+  if (!c.output_dir.empty()) log << "report " << (c.output_dir / "report.html").string() << "\n";
   return sum;
 }
 

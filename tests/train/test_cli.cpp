@@ -41,10 +41,11 @@ TEST(Cli, UsageAndErrors) {
   EXPECT_NE(r.out.find("unknown option --stepz"), std::string::npos) << r.out;
   r = run("train --model x --data y --steps three");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("--steps expects an integer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--steps: expects an integer"), std::string::npos) << r.out;
   r = run("train --data y");
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("--model is required"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model_name_or_path is required: give --model DIR"), std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, TokenizeChatUsesTheTemplateAndStopsOnItsErrors) {
@@ -56,8 +57,10 @@ TEST(Cli, TokenizeChatUsesTheTemplateAndStopsOnItsErrors) {
   {
     std::FILE* f = std::fopen(in.c_str(), "w");
     std::fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n", f);
-    std::fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, "
-               "{\"role\": \"user\", \"content\": \"b\"}]}\n", f);
+    std::fputs(
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, "
+        "{\"role\": \"user\", \"content\": \"b\"}]}\n",
+        f);
     std::fclose(f);
   }
   Result r = run("tokenize --tokenizer " + tok.string() + " --chat --chat-template " +
@@ -67,8 +70,9 @@ TEST(Cli, TokenizeChatUsesTheTemplateAndStopsOnItsErrors) {
   EXPECT_EQ(r.out.rfind("{\"ids\":[1,", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("stdin line 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Conversation roles must alternate"), std::string::npos) << r.out;
-  r = run("tokenize --tokenizer " + (fs::path(SF_SOURCE_DIR) / "../shared/data/tokenizers/gpt2").string() +
-          " --chat < " + in.string());
+  r = run("tokenize --tokenizer " +
+          (fs::path(SF_SOURCE_DIR) / "../shared/data/tokenizers/gpt2").string() + " --chat < " +
+          in.string());
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("--chat-template llama3|llama2|chatml"), std::string::npos) << r.out;
 }

@@ -32,7 +32,8 @@ TEST(TrainChat, AlpacaWithQwenTemplatePackingAndCache) {
     std::ofstream f(d / "data.jsonl");
     for (int i = 0; i < 12; ++i)
       f << R"({"instruction": "Count to )" << i << R"(.", "output": "Counting: )" << i
-        << R"( — done.", "system": "You count."})" << "\n";
+        << R"( — done.", "system": "You count."})"
+        << "\n";
   }
   TrainConfig c;
   c.model_dir = d / "model";
@@ -49,6 +50,10 @@ TEST(TrainChat, AlpacaWithQwenTemplatePackingAndCache) {
   EXPECT_NE(first.str().find("data "), std::string::npos) << first.str();
   EXPECT_EQ(first.str().find("tokenised cache"), std::string::npos) << first.str();
   EXPECT_NE(first.str().find("step 3/3  loss "), std::string::npos) << first.str();
+  // The saved model directory carries the tokenizer it was trained with.
+  EXPECT_TRUE(fs::exists(d / "out" / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(d / "out" / "tokenizer_config.json"));
+  c.overwrite_output_dir = true;  // the same output again: start afresh, the cache stays
   run_training(c, second);
   EXPECT_NE(second.str().find("from the tokenised cache"), std::string::npos) << second.str();
   // Packing: each step fills 2 rows of 64 tokens with whole samples (~35 tokens each), so it

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Opens a training report in a real browser (headless Chromium from Debian, installed if missing)
+# and takes a screenshot. usage: bash scripts/report_screenshot.sh [REPORT.html] [OUT.png]
+# Without REPORT.html it trains a tiny model for 30 steps (with evaluation) to make one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${SLIDEFORMER:-build/slideformer}
+report=${1:-}
+png=${2:-out/report.png}
+if ! command -v chromium >/dev/null; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium
+fi
+if [ -z "$report" ]; then
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  "$bin" init-model --out "$work/m" --hidden 64 --layers 2 --heads 4 --kv-heads 2 \
+    --intermediate 128 >/dev/null
+  "$bin" train model_name_or_path="$work/m" train_data=assets/data/carroll-alice.txt \
+    output_dir="$work/out" max_steps=30 per_device_train_batch_size=4 cutoff_len=64 \
+    learning_rate=3e-3 lr_scheduler_type=cosine warmup_ratio=0.1 val_size=0.02 eval_steps=10 \
+    --backend cpu >/dev/null
+  report="$work/out/report.html"
+fi
+mkdir -p "$(dirname "$png")"
+chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1360,1000 \
+  --screenshot="$(realpath -m "$png")" "file://$(realpath "$report")" 2>/dev/null
+test -s "$png"
+echo "screenshot of $report: $png"

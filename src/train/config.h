@@ -1,0 +1,61 @@
+// defines: sf::TrainConfig — every option of `slideformer train` (the option table in
+// train/options.cpp names, documents and validates each one; validate_config the combinations).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace sf {
+
+struct TrainConfig {
+  // model and data
+  std::filesystem::path model_dir;      // model_name_or_path
+  std::filesystem::path data;           // train_data: .txt (a text to continue) or .jsonl/.json
+  std::filesystem::path eval_data;      // a held-out file, or empty
+  double val_size = 0;                  // (0, 1): fraction held out; >= 1: that many samples
+  std::filesystem::path tokenizer_dir;  // empty: the model directory when it has tokenizer.json
+  std::string dataset_format = "auto";
+  std::vector<std::string> columns;     // "key=name" remappings
+  std::string chat_template;            // empty: the tokenizer's; or llama3|llama2|chatml|FILE
+  std::string loss_mask = "assistant";  // assistant | all | last
+  bool packing = false;
+  bool skip_malformed = false;
+  bool cache = true;  // the tokenised cache next to the output
+  int64_t cutoff_len = 256;
+  bool show_sample = false;             // print the first sample, rendered, with its loss mask
+  // output
+  std::filesystem::path output_dir;  // required unless no_save
+  bool no_save = false;
+  bool overwrite_output_dir = false;
+  std::string save_dtype = "bf16";     // bf16 | f32
+  int64_t save_steps = 0;              // 0: only at the end
+  int64_t save_total_limit = 0;        // checkpoints kept; 0: all
+  std::string resume_from_checkpoint;  // "" | auto | DIR
+  // schedule
+  int64_t steps = -1;  // max_steps; -1: num_train_epochs decides
+  double num_train_epochs = 3;
+  int64_t batch_size = 4;       // per_device_train_batch_size: samples per micro-batch
+  int64_t eval_batch_size = 0;  // per_device_eval_batch_size; 0: batch_size
+  int64_t grad_accum = 1;       // gradient_accumulation_steps
+  float lr = 1e-4f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  float max_grad_norm = 1.0f;
+  std::string schedule = "constant";  // lr_scheduler_type
+  int64_t warmup_steps = 0;           // > 0 wins over warmup_ratio, as in transformers
+  double warmup_ratio = 0;
+  float min_lr_ratio = 0;
+  bool shuffle = false;
+  uint64_t seed = 42;
+  // evaluation and logging
+  int64_t eval_steps = 0;             // 0: only at the end
+  int64_t logging_steps = 10;         // lines per N steps when stdout is not a terminal
+  std::string report_to = "none";     // none | tensorboard
+  std::filesystem::path logging_dir;  // TensorBoard events; empty: OUTPUT/runs
+  // engine
+  int window = 2;
+  std::string backend = "auto";  // auto (cuda when a GPU is present) | cpu | cuda
+};
+
+}  // namespace sf

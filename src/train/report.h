@@ -1,0 +1,28 @@
+// defines: write_report, svg_line_chart — OUTPUT/report.html: one self-contained page (no script,
+// no external file) with SVG plots drawn here from OUTPUT/metrics.jsonl (loss and eval loss,
+// learning rate, grad norm, tokens/s), the run's summary and its configuration.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sf {
+
+struct ChartSeries {
+  std::string name, color;
+  std::vector<std::pair<double, double>> points;  // (step, value)
+};
+
+// An <svg> of the series on shared axes (min/max labels), or a note when there is no point.
+std::string svg_line_chart(const std::string& title, const std::vector<ChartSeries>& series);
+
+// Reads OUTPUT/metrics.jsonl (every step of the run, a resumed one's too) and writes
+// OUTPUT/report.html atomically. `summary` lines go in a list at the top.
+void write_report(const std::filesystem::path& output, const std::string& config_yaml,
+                  const std::vector<std::string>& summary);
+
+std::string html_escape(const std::string& s);
+
+}  // namespace sf

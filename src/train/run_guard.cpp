@@ -1,0 +1,135 @@
+#include "train/run_guard.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+
+namespace sf {
+namespace fs = std::filesystem;
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+
+void on_signal(int sig) {
+  if (g_signal != 0) {  // the second one: stop now
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+  g_signal = sig;
+}
+
+bool same_dir(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec);
+}
+
+// What marks a directory as holding a run (or a model) that a new run would overwrite.
+std::string run_marker(const fs::path& out) {
+  for (const char* f : {"training_args.yaml", "latest", "metrics.jsonl", "model.safetensors",
+                        "model.safetensors.index.json"})
+    if (fs::exists(out / f)) return f;
+  for (const auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("checkpoint-", 0) == 0)
+      return e.path().filename().string();
+  return "";
+}
+
+}  // namespace
+
+void prepare_output_dir(const TrainConfig& c, bool resuming, std::ostream& log) {
+  if (c.output_dir.empty()) return;
+  const fs::path& out = c.output_dir;
+  SF_CHECK(!same_dir(out, c.model_dir), "output_dir ", out.string(),
+           " is the model directory: saving would overwrite the model being trained; give "
+           "another output_dir");
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    SF_CHECK(fs::is_directory(out), "output_dir ", out.string(), " exists and is not a directory");
+    const std::string marker = run_marker(out);
+    if (!marker.empty() && !resuming) {
+      SF_CHECK(c.overwrite_output_dir || c.resume_from_checkpoint != "auto", "output_dir ",
+               out.string(), " holds a run (", marker, ") but no checkpoint to resume from ",
+               "(no ", (out / "latest").string(),
+               "): start afresh with overwrite_output_dir=true, ", "or give another output_dir");
+      SF_CHECK(c.overwrite_output_dir, "output_dir ", out.string(), " already holds a run (",
+               marker, "): continue it with resume_from_checkpoint=auto, start afresh with ",
+               "overwrite_output_dir=true, or give another output_dir");
+      for (const auto& e : fs::directory_iterator(out)) {
+        const std::string n = e.path().filename().string();
+        if (n.rfind("checkpoint-", 0) == 0 || n == "latest" || n == "metrics.jsonl" || n == "runs")
+          fs::remove_all(e.path());
+      }
+      log << "overwrite_output_dir: removed the previous run's checkpoints and metrics in "
+          << out.string() << "\n";
+    }
+    // Temporaries of a run killed while saving.
+    for (const auto& e : fs::directory_iterator(out)) {
+      const std::string n = e.path().filename().string();
+      if (n.rfind(".checkpoint-", 0) == 0 && n.find(".tmp-") != std::string::npos)
+        fs::remove_all(e.path(), ec);
+    }
+  } else {
+    fs::create_directories(out, ec);
+    SF_CHECK(!ec, "output_dir ", out.string(), " cannot be created: ", ec.message(),
+             "; give a writable output_dir");
+  }
+  const fs::path probe = out / str_cat(".write-test-", getpid());
+  try {
+    write_file_atomic(probe, "ok\n");
+  } catch (const Error& e) {
+    SF_FAIL("output_dir ", out.string(), " is not writable (", e.what(),
+            "); give a writable output_dir");
+  }
+  fs::remove(probe, ec);
+}
+
+void check_output_space(const fs::path& output, double bytes_needed) {
+  std::error_code ec;
+  const fs::space_info s = fs::space(output, ec);
+  if (ec) return;  // unknown: the writes will say
+  const double gib = double(1ull << 30);
+  SF_CHECK(double(s.available) >= bytes_needed, "output_dir ", output.string(), " has ",
+           double(s.available) / gib, " GiB free, but this run writes about ", bytes_needed / gib,
+           " GiB (the final model, and with save_steps a checkpoint with its fp32 optimizer ",
+           "state): free space or give another output_dir");
+}
+
+SignalGuard::SignalGuard() {
+  g_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, &old_int_);
+  sigaction(SIGTERM, &sa, &old_term_);
+}
+
+SignalGuard::~SignalGuard() {
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+}
+
+int SignalGuard::pending() const { return int(g_signal); }
+
+void check_weights_usable(Engine& engine, int64_t step, float lr) {
+  constexpr float kAbsurd = 1e6f;
+  engine.visit_weights([&](const TensorDesc& d, const float* w) {
+    int64_t n = 1;
+    for (int64_t s : d.shape) n *= s;
+    for (int64_t i = 0; i < n; ++i)
+      SF_CHECK(std::isfinite(w[i]) && std::fabs(w[i]) <= kAbsurd, "after step ", step,
+               " the weights are unusable: ", d.name, " element ", i, " is ", w[i],
+               std::isfinite(w[i]) ? " (beyond ±1e6)" : "",
+               "; the run diverged, nothing was saved: lower learning_rate (it is ", lr,
+               ") or check the data");
+  });
+}
+
+}  // namespace sf

@@ -1,0 +1,228 @@
+#include "train/train_state.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
+#include "train/config_file.h"
+#include "train/options.h"
+
+namespace sf {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "slideformer-trainer-state-1";
+constexpr const char* kStateFile = "training_state.safetensors";
+constexpr const char* kTrainerStateFile = "trainer_state.json";
+
+// Options that may change between a run and its resume: where things go and how often they are
+// reported, not what is computed.
+const std::set<std::string> kResumeMayChange = {"output_dir",
+                                                "resume_from_checkpoint",
+                                                "overwrite_output_dir",
+                                                "save_steps",
+                                                "save_total_limit",
+                                                "logging_steps",
+                                                "eval_steps",
+                                                "eval_data",
+                                                "per_device_eval_batch_size",
+                                                "window",
+                                                "backend",
+                                                "cache",
+                                                "no_save",
+                                                "save_dtype",
+                                                "report_to",
+                                                "logging_dir"};
+
+// Side files a Hugging Face model directory carries besides config.json and the weights.
+const char* const kTokenizerFiles[] = {"tokenizer.json",
+                                       "tokenizer_config.json",
+                                       "special_tokens_map.json",
+                                       "tokenizer.model",
+                                       "vocab.json",
+                                       "merges.txt",
+                                       "added_tokens.json",
+                                       "chat_template.jinja",
+                                       "chat_template.json"};
+
+void copy_file_atomic(const fs::path& from, const fs::path& to) {
+  write_file_atomic(to, read_text_file(from, "the model file"));
+}
+
+}  // namespace
+
+void copy_model_side_files(const fs::path& model_dir, const fs::path& tokenizer_dir,
+                           const fs::path& out) {
+  if (fs::is_regular_file(model_dir / "generation_config.json"))
+    copy_file_atomic(model_dir / "generation_config.json", out / "generation_config.json");
+  if (tokenizer_dir.empty()) return;
+  for (const char* name : kTokenizerFiles)
+    if (fs::is_regular_file(tokenizer_dir / name))
+      copy_file_atomic(tokenizer_dir / name, out / name);
+}
+
+fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
+                                  const CheckpointSources& src, const TrainerState& state) {
+  const std::string name = str_cat("checkpoint-", state.global_step);
+  const fs::path final_dir = output / name;
+  const fs::path tmp = output / str_cat(".", name, ".tmp-", getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp);
+    // Weights (in save_dtype, loadable by from_pretrained) and the fp32 optimizer state.
+    std::vector<TensorToWrite> weights, opt_state;
+    engine.visit_state([&](const TensorState& t) {
+      weights.push_back(TensorToWrite{t.desc.name, t.desc.shape, t.master});
+      opt_state.push_back(TensorToWrite{t.desc.name + ".master", t.desc.shape, t.master});
+      opt_state.push_back(TensorToWrite{t.desc.name + ".exp_avg", t.desc.shape, t.m});
+      opt_state.push_back(TensorToWrite{t.desc.name + ".exp_avg_sq", t.desc.shape, t.v});
+    });
+    save_hf_checkpoint(tmp, engine.spec(), src.config_json, weights, src.dtype);
+    write_safetensors_file(tmp / kStateFile, opt_state, DType::kF32);
+    copy_model_side_files(src.model_dir, src.tokenizer_dir, tmp);
+    nlohmann::ordered_json j;
+    j["format"] = kFormat;
+    j["global_step"] = state.global_step;
+    j["max_steps"] = state.total_steps;
+    j["epoch"] = state.epoch;
+    j["optimizer_steps_done"] = engine.steps_done();
+    j["data_position"] = state.batcher;
+    j["training_args"] = state.config_yaml;
+    write_file_atomic(tmp / kTrainerStateFile, j.dump(1) + "\n");
+    write_file_atomic(tmp / "training_args.yaml", state.config_yaml);
+    fsync_dir(tmp);
+    if (fs::exists(final_dir)) fs::remove_all(final_dir);  // the same step saved again
+    fs::rename(tmp, final_dir);
+    fsync_dir(output);
+    write_file_atomic(output / "latest", name + "\n");
+    fsync_dir(output);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    SF_FAIL("saving checkpoint ", final_dir.string(), " failed: ", e.code().message(), " (",
+            e.path1().string(), "); the previous checkpoint is intact");
+  } catch (const Error& e) {
+    fs::remove_all(tmp, ec);
+    SF_FAIL("saving checkpoint ", final_dir.string(), " failed: ", e.what(),
+            "; the previous checkpoint is intact");
+  }
+  return final_dir;
+}
+
+TrainerState read_trainer_state(const fs::path& dir) {
+  const fs::path state_file = dir / kTrainerStateFile;
+  const std::string text = read_text_file(state_file, "the checkpoint's trainer state");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    SF_FAIL(state_file.string(), ": not valid JSON (truncated or corrupt checkpoint): ", e.what());
+  }
+  TrainerState st;
+  try {
+    SF_CHECK(j.at("format") == kFormat, state_file.string(), ": format ", j.at("format").dump(),
+             " is not ", kFormat);
+    st.global_step = j.at("global_step").get<int64_t>();
+    st.total_steps = j.at("max_steps").get<int64_t>();
+    st.epoch = j.at("epoch").get<double>();
+    st.batcher = j.at("data_position").get<std::string>();
+    st.config_yaml = j.at("training_args").get<std::string>();
+    SF_CHECK(j.at("optimizer_steps_done").get<int64_t>() == st.global_step && st.global_step >= 1,
+             state_file.string(), ": inconsistent step counts");
+  } catch (const nlohmann::json::exception& e) {
+    SF_FAIL(state_file.string(), ": a field is missing or of the wrong type (", e.what(),
+            "): corrupt checkpoint");
+  }
+  return st;
+}
+
+void load_training_tensors(Engine& engine, const fs::path& dir, int64_t steps) {
+  SafetensorsReader reader(dir / kStateFile);
+  std::set<std::string> expected;
+  engine.visit_state([&](const TensorState& t) {
+    const std::pair<const char*, float*> parts[] = {
+        {".master", t.master}, {".exp_avg", t.m}, {".exp_avg_sq", t.v}};
+    for (const auto& [part, dst] : parts) {
+      const std::string name = t.desc.name + part;
+      expected.insert(name);
+      SF_CHECK(reader.contains(name), reader.path().string(), ": no tensor ", name,
+               ": the checkpoint is of another model (or corrupt)");
+      const TensorInfo& info = reader.get(name);
+      SF_CHECK(info.dtype == DType::kF32 && info.shape == t.desc.shape, reader.path().string(),
+               ": tensor ", name, " has another dtype or shape than this model's: the checkpoint ",
+               "is of another model");
+      reader.read_f32(name, dst, size_t(t.numel));
+    }
+  });
+  for (const auto& n : reader.names())
+    SF_CHECK(expected.count(n), reader.path().string(), ": tensor ", n,
+             " is not part of this model: the checkpoint is of another model");
+  engine.set_steps_done(steps);
+}
+
+std::string resume_config_difference(const std::string& saved_yaml, const TrainConfig& now) {
+  YAML::Node saved;
+  try {
+    saved = YAML::Load(saved_yaml);
+  } catch (const YAML::Exception& e) {
+    return str_cat("the saved configuration is not readable (", e.msg, ")");
+  }
+  std::string diff;
+  for (const auto& o : train_options()) {
+    if (kResumeMayChange.count(o.name)) continue;
+    const std::string was = saved[o.name] ? saved[o.name].as<std::string>() : "(absent)";
+    const std::string is = o.get(now);
+    if (was != is)
+      diff += str_cat(diff.empty() ? "" : "; ", o.name, " was '", was, "', now '", is, "'");
+  }
+  return diff;
+}
+
+std::optional<fs::path> find_resume_checkpoint(const TrainConfig& c) {
+  const std::string& r = c.resume_from_checkpoint;
+  if (r.empty()) return std::nullopt;
+  if (r == "auto") {
+    const fs::path latest = c.output_dir / "latest";
+    if (!fs::exists(latest)) return std::nullopt;
+    std::string name = read_text_file(latest, "the latest-checkpoint pointer");
+    while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+    SF_CHECK(!name.empty() && name.find('/') == std::string::npos, latest.string(),
+             ": does not name a checkpoint directory (corrupt); give resume_from_checkpoint=DIR");
+    SF_CHECK(fs::is_directory(c.output_dir / name), latest.string(), " names ", name,
+             ", which is not in ", c.output_dir.string(), "; give resume_from_checkpoint=DIR");
+    return c.output_dir / name;
+  }
+  const fs::path dir = r;
+  SF_CHECK(fs::is_directory(dir), "resume_from_checkpoint: ", dir.string(),
+           " is not a directory; give a checkpoint-<step> directory or auto");
+  SF_CHECK(fs::exists(dir / kTrainerStateFile), "resume_from_checkpoint: ", dir.string(),
+           " holds no ", kTrainerStateFile, ": it is not a training checkpoint (a final model ",
+           "cannot be resumed; train from it with model_name_or_path instead)");
+  return dir;
+}
+
+void prune_checkpoints(const fs::path& output, int64_t limit, const fs::path& keep) {
+  if (limit <= 0) return;
+  std::vector<std::pair<int64_t, fs::path>> found;
+  for (const auto& e : fs::directory_iterator(output)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.rfind("checkpoint-", 0) != 0) continue;
+    const std::string digits = n.substr(11);
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    found.emplace_back(std::stoll(digits), e.path());
+  }
+  std::sort(found.begin(), found.end());
+  for (size_t i = 0; i + size_t(limit) < found.size(); ++i)
+    if (found[i].second != keep) fs::remove_all(found[i].second);
+}
+
+}  // namespace sf

@@ -1,0 +1,148 @@
+// The real binary on hostile input (issue 14's CLI findings): `logits` refuses ids that do not fit
+// (no wrap of 2^31 or 2^32) and non-finite logits, naming the file; a directory given as a file
+// is an error naming the path; `train --lr 1e30 --steps 1` exits non-zero and saves nothing.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+
+#include "../train/train_test_util.h"
+#include "io/safetensors.h"
+
+namespace sf {
+namespace {
+
+using namespace sf::testing;
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(SF_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  Result r{-1, ""};
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(CliChecks, LogitsRefusesIdsThatDoNotFitAndDirectories) {
+  const fs::path d = fresh_dir("logits_ids");
+  const fs::path model = tiny_model(d);
+  const std::string base = "logits --model " + model.string() + " --out " + (d / "l.st").string();
+  write_text(d / "ok.json", "{\"input_ids\": [[1, 2, 3], [4, 5, 6]]}");
+  Result r = run(base + " --batch " + (d / "ok.json").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  SafetensorsReader reader(d / "l.st");
+  EXPECT_EQ(reader.get("logits").shape, (std::vector<int64_t>{2, 3, 256}));
+  fs::remove(d / "l.st");
+  for (const char* id :
+       {"4294967296", "4294967297", "2147483648", "-1", "256", "1.5", "18446744073709551615"}) {
+    write_text(d / "bad.json", std::string("{\"input_ids\": [[1, ") + id + ", 3]]}");
+    r = run(base + " --batch " + (d / "bad.json").string());
+    EXPECT_EQ(r.code, 1) << id << ": " << r.out;
+    EXPECT_NE(r.out.find((d / "bad.json").string() + ": input_ids[0][1] = " + id +
+                         " is not a token id of this model (integers in [0, 256))"),
+              std::string::npos)
+        << r.out;
+    EXPECT_FALSE(fs::exists(d / "l.st"));
+  }
+  write_text(d / "uneven.json", "{\"input_ids\": [[1, 2, 3], [4, 5]]}");
+  r = run(base + " --batch " + (d / "uneven.json").string());
+  EXPECT_NE(r.out.find("rows must have equal lengths"), std::string::npos) << r.out;
+  r = run(base + " --batch " + d.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("the logits batch " + d.string() + " is a directory"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("basic_filebuf"), std::string::npos) << r.out;
+}
+
+// A weight of 3.4e38 (finite) overflows the forward: every logit is NaN; nothing is written.
+TEST(CliChecks, LogitsRefusesNonFiniteOutput) {
+  const fs::path d = fresh_dir("logits_nan");
+  const fs::path model = tiny_model(d);
+  {
+    SafetensorsReader r(model);
+    std::vector<std::vector<float>> keep;
+    std::vector<TensorToWrite> all;
+    for (const auto& n : r.names()) {
+      size_t count = 1;
+      for (int64_t s : r.get(n).shape) count *= size_t(s);
+      keep.emplace_back(count);
+      r.read_f32(n, keep.back().data(), count);
+      if (n == "model.norm.weight")
+        for (float& w : keep.back()) w = 3.4e38f;
+    }
+    size_t i = 0;
+    for (const auto& n : r.names()) all.push_back({n, r.get(n).shape, keep[i++].data()});
+    write_safetensors_file(model / "model.safetensors.new", all, DType::kF32);
+  }
+  fs::rename(model / "model.safetensors.new", model / "model.safetensors");
+  write_text(d / "b.json", "{\"input_ids\": [[1, 2, 3]]}");
+  const Result r = run("logits --model " + model.string() + " --batch " + (d / "b.json").string() +
+                       " --out " + (d / "l.st").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("are not finite"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nothing was written"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d / "l.st"));
+}
+
+TEST(CliChecks, TrainRefusesDirectoriesAndDivergedRuns) {
+  const fs::path d = fresh_dir("train_checks");
+  const fs::path model = tiny_model(d);
+  Result r = run("train --model " + model.string() + " --data " + d.string() + " --no-save");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("train_data " + d.string() + " is a directory"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("basic_filebuf"), std::string::npos) << r.out;
+  write_text(d / "t.txt", "some text long enough for a couple of short samples of bytes here");
+  r = run("train --model " + model.string() + " --data " + (d / "t.txt").string() +
+          " --cutoff-len 16 --lr 1e30 --steps 1 --output " + (d / "out").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("after step 1 the weights are unusable"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d / "out" / "model.safetensors"));
+  // Bad values are refused before any data is read: the data file does not exist here.
+  r = run("train --model " + model.string() + " --data /nonexistent.txt --no-save --eps 1e-50");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--eps: 1e-50 is 0 in float"), std::string::npos) << r.out;
+  r = run("train --model " + model.string() +
+          " --data /nonexistent.txt --no-save "
+          "--loss-mask everything");
+  EXPECT_NE(r.out.find("--loss-mask: must be one of assistant|all|last"), std::string::npos)
+      << r.out;
+  r = run("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("slideformer ", 0), 0u) << r.out;
+}
+
+// The README's way: `slideformer train run.yaml` with overrides; the effective configuration in
+// OUTPUT/training_args.yaml holds the file's values and the overrides.
+TEST(CliChecks, TrainFromYamlWithOverrides) {
+  const fs::path d = fresh_dir("yaml_run");
+  const fs::path model = tiny_model(d);
+  write_text(d / "run.yaml", "model_name_or_path: " + model.string() +
+                                 "\ntrain_data: " + SF_SOURCE_DIR +
+                                 "/assets/data/carroll-alice.txt\noutput_dir: " +
+                                 (d / "out").string() +
+                                 "\nmax_steps: 50\nlearning_rate: 2.0e-3\ncutoff_len: 32\n"
+                                 "per_device_train_batch_size: 2\nbackend: cpu\n");
+  Result r = run("train " + (d / "run.yaml").string() + " max_steps=3 --cutoff-len 24");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 3/3  loss "), std::string::npos) << r.out;
+  const std::string eff = read_text(d / "out" / "training_args.yaml");
+  for (const char* line : {"max_steps: 3\n", "cutoff_len: 24\n", "learning_rate: 0.002\n",
+                           "per_device_train_batch_size: 2\n"})
+    EXPECT_NE(eff.find(line), std::string::npos) << line << eff;
+  // The effective configuration is itself a configuration file: it reruns the same run.
+  r = run("train " + (d / "out" / "training_args.yaml").string() + " overwrite_output_dir=true");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 3/3  loss "), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace sf

@@ -1,0 +1,78 @@
+// defines: helpers of the trainer tests — temporary directories, tiny random models, files,
+// metrics.jsonl read back, a token dataset of uneven lengths.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "model/init.h"
+
+namespace sf::testing {
+
+namespace fs = std::filesystem;
+
+inline fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("sf_trainer_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+inline void write_text(const fs::path& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary);
+  f << s;
+}
+
+inline std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// A random Llama-style model of 2 layers, hidden 32, vocabulary `vocab`, in dir/model.
+inline fs::path tiny_model(const fs::path& dir, int64_t vocab = 256) {
+  TinyModelOptions o;
+  o.hidden = 32;
+  o.layers = 2;
+  o.heads = 2;
+  o.kv_heads = 1;
+  o.intermediate = 64;
+  o.vocab = vocab;
+  write_random_model(dir / "model", o);
+  return dir / "model";
+}
+
+// `n` token records of lengths 3 + (7 i mod 11), ids < 200: uneven, so the token-weighted mean
+// differs from the mean of per-sample means.
+inline fs::path token_dataset(const fs::path& file, int n) {
+  std::ofstream f(file);
+  for (int i = 0; i < n; ++i) {
+    f << "{\"input_ids\": [";
+    const int len = 3 + (7 * i) % 11;
+    for (int k = 0; k < len; ++k) f << (k ? ", " : "") << (i * 31 + k * 17) % 200;
+    f << "]}\n";
+  }
+  return file;
+}
+
+inline std::vector<nlohmann::json> read_metrics(const fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(file);
+  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+template <typename Fn>
+std::string error_text(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace sf::testing
