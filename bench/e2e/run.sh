@@ -30,7 +30,7 @@ for cfg in "${configs[@]}"; do
   start=$(date +%s.%N)
   "$bin/slideformer" train --model "$work/model" --data "$work/data.jsonl" --steps "$steps" \
     --batch-size "$B" --cutoff-len "$S" --lr 1e-5 --max-grad-norm "$clip" \
-    --gpu-memory "$gpu_mem" --backend cuda --no-cache ${TRACE_DIR:+--trace "$TRACE_DIR/$name.json"} \
+    --gpu-memory "$gpu_mem" --backend cuda --no-cache --no-save ${TRACE_DIR:+--trace "$TRACE_DIR/$name.json"} \
     ${EXTRA:-} >"$log/$name.log" 2>&1
   rc=$?
   kill "$smi" 2>/dev/null

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/size_parse.h"
 
 namespace sf {
 namespace {
@@ -265,6 +266,19 @@ std::vector<OptionSpec> make_options() {
       {"window", {}, Type::kInt, "decoder layers resident on the device at once",
        "integer in [1, 4096]", {}, "engine", SF_SET { c.window = int(parse_int(v, w, 1, 4096)); },
        SF_GET { return std::to_string(c.window); }},
+      {"gpu_memory", {}, Type::kString,
+       "device memory for everything the run takes (engine, libraries, context); 0: the device",
+       "a size: 24GiB, 24G, 24000MiB, or 0", {}, "engine",
+       SF_SET { c.gpu_memory = v == "0" ? 0 : parse_size(v, w); },
+       SF_GET { return std::to_string(c.gpu_memory); }},
+      {"micro_batch_tokens", {}, Type::kInt,
+       "tokens per layer-major micro-batch (0: the largest that fits gpu_memory)",
+       "integer in [0, 2^40]", {}, "engine",
+       SF_SET { c.micro_batch_tokens = parse_int(v, w, 0, int64_t(1) << 40); },
+       SF_GET { return std::to_string(c.micro_batch_tokens); }},
+      {"trace", {}, Type::kPath, "write the engine's timeline here (Chrome/Perfetto JSON)",
+       "a file path", {}, "engine", SF_SET { c.trace = v; },
+       SF_GET { return c.trace.string(); }},
       {"backend", {}, Type::kEnum, "compute backend (auto: cuda when a GPU is visible)", "",
        kBackends, "engine", SF_SET { c.backend = pick(v, w, kBackends); },
        SF_GET { return c.backend; }},

@@ -15,6 +15,8 @@
 #include "train/checkpoint.h"
 #include "train/config_file.h"
 #include "train/data.h"
+#include "train/run_setup.h"
+#include "core/host_memory.h"
 #include "train/options.h"
 #include "train/progress.h"
 #include "train/report.h"
@@ -130,14 +132,33 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     max_tokens = std::max(max_tokens, b.tokens());
     max_seqs = std::max(max_seqs, int64_t(b.cu_seqlens.size()) - 1);
   }
-  auto backend = make_backend(c.backend, spec, max_tokens);
+  PlanRequest req;
+  req.spec = spec;
+  req.window = c.window;
+  req.max_tokens = max_tokens;
+  req.max_sequences = max_seqs;
+  req.max_sample_tokens = batcher.max_sample_tokens();
+  for (const Batch& b : eval_batches)
+    for (size_t i = 1; i < b.cu_seqlens.size(); ++i)
+      req.max_sample_tokens =
+          std::max<int64_t>(req.max_sample_tokens, b.cu_seqlens[i] - b.cu_seqlens[i - 1]);
+  req.micro_tokens = c.micro_batch_tokens;
+  req.gpu_budget = c.gpu_memory;
+  req.clipping = c.max_grad_norm > 0;
+  RunSetup setup = make_run_setup(c.backend, req);  // the plan first: M sizes the CUDA scratch
+  std::unique_ptr<Backend>& backend = setup.backend;
   EngineOptions opt;
   opt.window = c.window;
   opt.max_tokens = max_tokens;
   opt.max_sequences = max_seqs;
+  opt.max_sample_tokens = req.max_sample_tokens;
+  opt.micro_tokens = setup.plan.micro_tokens;
+  opt.gpu_budget = setup.plan.gpu_budget;
+  opt.trace_path = c.trace.string();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
   Engine engine(*backend, spec, opt);
+  log << "plan: " << engine.plan().describe() << "\n";
   int64_t start_step = 0;
   if (resume) {
     const TrainerState& st = *resumed;
@@ -242,6 +263,18 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     }
   }
   progress.finish();
+  if (!c.trace.empty()) {
+    for (const std::string& line : engine.finish_trace()) log << "trace " << line << "\n";
+    log << "trace written to " << c.trace.string() << " (chrome://tracing or ui.perfetto.dev)\n";
+  }
+  {
+    const ProcessMemory pm = process_memory();
+    log << "memory: engine device buffer " << gib(engine.plan().device.engine());
+    if (const uint64_t used = backend->device_memory().used)
+      log << ", device in use (whole device) " << gib(used);
+    log << "; host peak RSS " << gib(pm.peak_rss) << " (planned " << gib(engine.plan().host.total())
+        << ")\n";
+  }
 
   // ---- the end: check, evaluate, save ----
   check_weights_usable(engine, sum.steps, c.lr);
