@@ -14,6 +14,7 @@
 #include "data/tokenizer.h"
 #include "engine/engine.h"
 #include "model/spec.h"
+#include "train/run_setup.h"
 #include "train/checkpoint.h"
 #include "train/config_file.h"
 #include "train/generate.h"

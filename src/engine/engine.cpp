@@ -30,17 +30,14 @@ void Engine::check_batch(const Batch& b) const {
 
 void Engine::upload_batch(const Batch& b) {
   const int64_t T = b.tokens(), C = spec_.hidden;
-  const int64_t nseq = int64_t(b.cu_seqlens.size()) - 1;
   std::vector<MicroBatch> mbs = split_micro_batches(b, plan_.micro_tokens);
   // The previous step's reads of the staging buffer are complete: step() synchronised compute.
-  // Layout (I32): ids, targets, positions [T each], cu_seqlens [nseq+1], then each micro-batch's
-  // own cu_seqlens.
+  // Layout (I32): ids, targets, positions [T each], then each micro-batch's own cu_seqlens.
   auto* h = static_cast<int32_t*>(host_batch_.data());
   std::memcpy(h, b.ids.data(), size_t(T) * 4);
   std::memcpy(h + T, b.targets.data(), size_t(T) * 4);
   std::memcpy(h + 2 * T, b.positions.data(), size_t(T) * 4);
-  std::memcpy(h + 3 * T, b.cu_seqlens.data(), size_t(nseq + 1) * 4);
-  int64_t used = 3 * T + nseq + 1;
+  int64_t used = 3 * T;
   std::vector<int64_t> cu_at;
   for (const MicroBatch& m : mbs) {
     cu_at.push_back(used);
@@ -49,11 +46,6 @@ void Engine::upload_batch(const Batch& b) {
   }
   be_.copy(parts_.batch, h, size_t(used) * 4, *compute_);
   auto* d = static_cast<int32_t*>(parts_.batch);
-  in_.tokens = T;
-  in_.ids = Tensor(d, DType::kI32, {T});
-  in_.targets = Tensor(d + T, DType::kI32, {T});
-  in_.positions = Tensor(d + 2 * T, DType::kI32, {T});
-  in_.cu_seqlens = Tensor(d + 3 * T, DType::kI32, {nseq + 1});
   micro_.clear();
   for (size_t k = 0; k < mbs.size(); ++k) {
     Micro m;
@@ -63,7 +55,7 @@ void Engine::upload_batch(const Batch& b) {
     m.in.targets = Tensor(d + T + t0, DType::kI32, {n});
     m.in.positions = Tensor(d + 2 * T + t0, DType::kI32, {n});
     m.in.cu_seqlens = Tensor(d + cu_at[k], DType::kI32, {mbs[k].samples + 1});
-    m.in.inv_freq = in_.inv_freq;
+    m.in.inv_freq = inv_freq_dev_;
     m.ws = LayerWorkspace::carve(spec_, n, dt_, parts_.workspace);
     m.head_ws = HeadWorkspace::carve(spec_, n, dt_, parts_.head_workspace);
     m.mb = std::move(mbs[k]);

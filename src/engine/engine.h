@@ -158,7 +158,7 @@ class Engine {
   UnitLayout outer_layout_;  // embedding, final norm, head, as they lie in the device buffers
   std::unique_ptr<OuterPart> embed_part_, head_part_;
   int64_t want_version_ = 0;  // the weights the loads of the current pass must carry
-  StepInputs in_;  // the whole step
+  Tensor inv_freq_dev_;  // RoPE's inverse frequencies on the device (every micro-batch's)
   std::vector<Micro> micro_;
   Tensor act_[2], restore_[2], grad_, loss_sum_;
   std::unique_ptr<Event> act_ready_[2], act_saved_[2], restored_[2], restore_free_[2];

@@ -122,7 +122,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     slots_.back()->mem = parts_.slots[size_t(k)];
   }
   inv_freq_ = rope_inv_freq(spec_);
-  in_.inv_freq = Tensor(parts_.inv_freq, DType::kF32, {int64_t(inv_freq_.size())});
+  inv_freq_dev_ = Tensor(parts_.inv_freq, DType::kF32, {int64_t(inv_freq_.size())});
   loss_sum_ = Tensor(parts_.loss, DType::kF32, {1});
 
   for (auto& s : slots_) {
@@ -149,7 +149,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   // Gradients have a stream of their own: when the ring is full it waits for the optimizer, and
   // the next step's checkpoint offloads must not queue behind it.
   grad_d2h_ = be_.create_stream("grad d2h");
-  be_.copy(in_.inv_freq.data, inv_freq_.data(), inv_freq_.size() * 4, *h2d_);
+  be_.copy(inv_freq_dev_.data, inv_freq_.data(), inv_freq_.size() * 4, *h2d_);
   be_.synchronize(*h2d_);
 
   std::vector<HostUnit*> units;

@@ -8,7 +8,6 @@
 #include "engine/host_unit.h"
 #include "model/layer.h"
 #include "model/layout.h"
-#include "model/rope.h"
 
 namespace sf {
 namespace {
@@ -58,9 +57,7 @@ int64_t outer_grad_elems(const ModelSpec& spec) {
   return spec.tie_word_embeddings ? o.numel : std::max(embed, o.numel - embed);
 }
 
-int64_t batch_ints(int64_t tokens, int64_t sequences) {
-  return 3 * tokens + (sequences + 1) + 2 * sequences;
-}
+int64_t batch_ints(int64_t tokens, int64_t sequences) { return 3 * tokens + 2 * sequences; }
 
 DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, void* base,
                          DeviceBytes* bytes) {

@@ -91,7 +91,7 @@ struct DeviceParts {
   void* outer_stage = nullptr;
   std::vector<Slot> slots;
   float* upload = nullptr;  // fp32 H2D tile
-  void* batch = nullptr;    // ids, targets, positions, cu_seqlens, micro-batch cu_seqlens (I32)
+  void* batch = nullptr;    // ids, targets, positions, micro-batch cu_seqlens (I32)
   float* inv_freq = nullptr;
   void* act[2] = {};
   void* restore[2] = {};
@@ -112,8 +112,8 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
 // into the embedding's), else the larger of the two (they take turns).
 int64_t outer_grad_elems(const ModelSpec& spec);
 
-// I32 entries of the batch area: ids, targets, positions (T each), the step's cu_seqlens
-// (nseq + 1) and every micro-batch's own (at most 2·nseq in all).
+// I32 entries of the batch area: ids, targets, positions (T each) and every micro-batch's own
+// cu_seqlens (samples + 1 each: at most 2·nseq in all).
 int64_t batch_ints(int64_t tokens, int64_t sequences);
 
 }  // namespace sf

@@ -1,28 +1,47 @@
 #include "train/run_setup.h"
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 
 namespace sf {
+namespace {
 
-RunSetup make_run_setup(const std::string& name, PlanRequest r) {
+// "auto" → CUDA when a GPU is visible; errors name the option.
+bool wants_cuda(const std::string& name) {
   SF_CHECK(name == "auto" || name == "cpu" || name == "cuda", "--backend must be auto, cpu or ",
            "cuda, not '", name, "'");
   const bool cuda = name == "cuda" || (name == "auto" && cuda_device_count() > 0);
+  SF_CHECK(!cuda || cuda_device_count() > 0, "--backend cuda: no CUDA device is visible (",
+           "check nvidia-smi), or use --backend cpu");
+  return cuda;
+}
+
+CudaBackendOptions cuda_options(const ModelSpec& spec, int64_t max_tokens) {
+  CudaBackendOptions o;
+  o.max_tokens = max_tokens;
+  o.hidden = spec.hidden;
+  o.vocab = spec.vocab;
+  o.max_heads = spec.heads;
+  return o;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& spec,
+                                      int64_t max_tokens) {
+  if (!wants_cuda(name)) return make_cpu_backend();
+  return make_cuda_backend(cuda_options(spec, max_tokens));
+}
+
+RunSetup make_run_setup(const std::string& name, PlanRequest r) {
   RunSetup s;
-  if (!cuda) {
+  if (!wants_cuda(name)) {
     r.dtype = DType::kF32;
     s.plan = make_plan(r);
     s.backend = make_cpu_backend();
     return s;
   }
-  SF_CHECK(cuda_device_count() > 0, "--backend cuda: no CUDA device is visible (",
-           "check nvidia-smi), or use --backend cpu");
-  CudaBackendOptions o;
-  o.hidden = r.spec.hidden;
-  o.vocab = r.spec.vocab;
-  o.max_heads = r.spec.heads;
+  CudaBackendOptions o = cuda_options(r.spec, 0);
   const DeviceMemoryInfo dev = cuda_device_memory(o.device);  // the context exists from here on
   r.dtype = DType::kBF16;
   if (r.gpu_budget == 0) r.gpu_budget = dev.total;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "engine/plan.h"
 
 namespace sf {
@@ -15,6 +16,11 @@ struct RunSetup {
   std::unique_ptr<Backend> backend;
   EnginePlan plan;  // what the engine will allocate (it re-checks with the device's real use)
 };
+
+// `name`: auto (CUDA when a GPU is visible) | cpu | cuda, with workspaces for steps of up to
+// max_tokens tokens (no plan: commands that are not training runs).
+std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& spec,
+                                      int64_t max_tokens);
 
 // `backend`: auto | cpu | cuda. On CUDA without a budget the device's total memory is the budget.
 RunSetup make_run_setup(const std::string& backend, PlanRequest request);

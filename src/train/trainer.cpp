@@ -69,22 +69,6 @@ Plan plan_schedule(const TrainConfig& c, const Batcher& batcher) {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& spec,
-                                      int64_t max_tokens) {
-  SF_CHECK(name == "auto" || name == "cpu" || name == "cuda", "--backend must be auto, cpu or ",
-           "cuda, not '", name, "'");
-  const bool cuda = name == "cuda" || (name == "auto" && cuda_device_count() > 0);
-  if (!cuda) return make_cpu_backend();
-  SF_CHECK(cuda_device_count() > 0, "--backend cuda: no CUDA device is visible (",
-           "check nvidia-smi), or use --backend cpu");
-  CudaBackendOptions o;
-  o.max_tokens = max_tokens;
-  o.hidden = spec.hidden;
-  o.vocab = spec.vocab;
-  o.max_heads = spec.heads;
-  return make_cuda_backend(o);
-}
-
 TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal) {
   // ---- every check that needs no data and no memory ----
   validate_config(c);

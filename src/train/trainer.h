@@ -33,8 +33,5 @@ struct TrainSummary {
 // `terminal`: the log is a terminal, so the progress line is updated in place.
 TrainSummary run_training(const TrainConfig& config, std::ostream& log, bool terminal = false);
 
-// "auto" (CUDA when a GPU is visible), "cpu" or "cuda", with workspaces sized for the model.
-std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& spec,
-                                      int64_t max_tokens);
 
 }  // namespace sf

@@ -14,23 +14,8 @@ namespace {
 
 using namespace sf::testing;
 
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  std::string cmd = std::string(SF_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = sf::testing::CommandResult;
+Result run(const std::string& args) { return sf::testing::run_slideformer(args); }
 
 TEST(CliChecks, LogitsRefusesIdsThatDoNotFitAndDirectories) {
   const fs::path d = fresh_dir("logits_ids");

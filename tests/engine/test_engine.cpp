@@ -61,18 +61,24 @@ struct TrainRun {
   std::vector<std::vector<float>> weights;
 };
 
-TrainRun train(const fs::path& dir, int window, float max_grad_norm, int steps,
-               int64_t micro_tokens = 0, int64_t grad_piece = 0) {
-  auto be = make_cpu_backend();
-  ModelSpec spec = load_model_spec(dir);
+// The options every training run of these tests uses: steps of {13, 21, 7} tokens.
+EngineOptions run_options(int window, float max_grad_norm) {
   EngineOptions opt;
   opt.window = window;
-  opt.micro_tokens = micro_tokens;
-  opt.grad_piece = grad_piece;
   opt.max_tokens = 64;
   opt.max_sequences = 4;
   opt.adamw = AdamWParams{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
   opt.max_grad_norm = max_grad_norm;
+  return opt;
+}
+
+TrainRun train(const fs::path& dir, int window, float max_grad_norm, int steps,
+               int64_t micro_tokens = 0, int64_t grad_piece = 0) {
+  auto be = make_cpu_backend();
+  ModelSpec spec = load_model_spec(dir);
+  EngineOptions opt = run_options(window, max_grad_norm);
+  opt.micro_tokens = micro_tokens;
+  opt.grad_piece = grad_piece;
   Engine e(*be, spec, opt);
   load_model_weights(e, dir);
   TrainRun r;
@@ -262,11 +268,7 @@ TEST(Engine, TraceRecordsEveryStreamAndChangesNothing) {
   TrainRun plain = train(dir, 2, 0.0f, 3);
   auto be = make_cpu_backend();
   ModelSpec spec = load_model_spec(dir);
-  EngineOptions opt;
-  opt.window = 2;
-  opt.max_tokens = 64;
-  opt.max_sequences = 4;
-  opt.adamw = AdamWParams{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  EngineOptions opt = run_options(2, 0.0f);
   opt.trace_path = file.string();
   Engine e(*be, spec, opt);
   load_model_weights(e, dir);
@@ -307,12 +309,7 @@ TEST(Engine, StateRoundTripContinuesBitIdentically) {
     TrainRun whole = train(dir, 2, clip, 5);
     auto be = make_cpu_backend();
     ModelSpec spec = load_model_spec(dir);
-    EngineOptions opt;
-    opt.window = 2;
-    opt.max_tokens = 64;
-    opt.max_sequences = 4;
-    opt.adamw = AdamWParams{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
-    opt.max_grad_norm = clip;
+    const EngineOptions opt = run_options(2, clip);
     std::vector<std::vector<float>> saved;  // master, m, v of every tensor
     std::vector<double> losses;
     {
@@ -352,13 +349,7 @@ TEST(Engine, EvaluateEqualsTheStepLossAndTouchesNoState) {
   TrainRun ref = train(dir, 2, 1.0f, 4);
   auto be = make_cpu_backend();
   ModelSpec spec = load_model_spec(dir);
-  EngineOptions opt;
-  opt.window = 2;
-  opt.max_tokens = 64;
-  opt.max_sequences = 4;
-  opt.adamw = AdamWParams{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
-  opt.max_grad_norm = 1.0f;
-  Engine e(*be, spec, opt);
+  Engine e(*be, spec, run_options(2, 1.0f));
   load_model_weights(e, dir);
   std::vector<double> losses;
   for (int s = 0; s < 4; ++s) {

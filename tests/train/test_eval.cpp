@@ -91,11 +91,7 @@ TEST(TrainEval, EvalLossIsTheSavedModelsTokenWeightedLossAndTouchesNothing) {
   EXPECT_NE(log.str().find("eval at step 6: eval_loss "), std::string::npos) << log.str();
 
   // The same set, evaluated on the saved model by hand: Σ loss / Σ valid targets.
-  DataConfig dc;
-  dc.file = d / "eval.jsonl";
-  dc.vocab = 256;
-  dc.encode.cutoff_len = 16;
-  const std::vector<Sample> samples = prepare_samples(dc, nullptr, nullptr, nullptr);
+  const std::vector<Sample> samples = token_samples(d / "eval.jsonl", 16);
   const ModelSpec spec = load_model_spec(c.model_dir);
   auto backend = make_cpu_backend();
   EngineOptions opt;

@@ -14,11 +14,6 @@ namespace {
 
 using namespace sf::testing;
 
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = 0; (at = s.find(what, at)) != std::string::npos; at += what.size()) ++n;
-  return n;
-}
 
 TrainConfig small_run(const fs::path& d) {
   TrainConfig c;
@@ -39,7 +34,7 @@ TEST(TrainProgress, LinesPerLoggingStepsOrInPlace) {
   std::ostringstream log;
   run_training(c, log, /*terminal=*/false);
   const std::string s = log.str();
-  EXPECT_EQ(count(s, "\nstep "), 4u) << s;  // 1, 5, 10, 12
+  EXPECT_EQ(count_of(s, "\nstep "), 4u) << s;  // 1, 5, 10, 12
   for (const char* line :
        {"step 1/12  loss ", "step 5/12  loss ", "step 10/12  loss ", "step 12/12  loss "})
     EXPECT_NE(s.find(line), std::string::npos) << line << "\n" << s;
@@ -52,7 +47,7 @@ TEST(TrainProgress, LinesPerLoggingStepsOrInPlace) {
   std::ostringstream tty;
   run_training(c, tty, /*terminal=*/true);
   const std::string t = tty.str();
-  EXPECT_EQ(count(t, "\r\033[Kstep "), 12u) << t;  // every step, rewritten in place
+  EXPECT_EQ(count_of(t, "\r\033[Kstep "), 12u) << t;  // every step, rewritten in place
   const size_t first = t.find("\r\033[Kstep 1/12");
   ASSERT_NE(first, std::string::npos);
   const size_t last = t.find("step 12/12");

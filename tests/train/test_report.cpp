@@ -14,11 +14,6 @@ namespace {
 
 using namespace sf::testing;
 
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = 0; (at = s.find(what, at)) != std::string::npos; at += what.size()) ++n;
-  return n;
-}
 
 TEST(TrainReport, PageHoldsEveryPlotAndTheConfiguration) {
   const fs::path d = fresh_dir("report");
@@ -37,8 +32,8 @@ TEST(TrainReport, PageHoldsEveryPlotAndTheConfiguration) {
   run_training(c, log);
   const std::string html = read_text(c.output_dir / "report.html");
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  EXPECT_EQ(count(html, "<svg "), 4u);
-  EXPECT_EQ(count(html, "</svg>"), 4u);
+  EXPECT_EQ(count_of(html, "<svg "), 4u);
+  EXPECT_EQ(count_of(html, "</svg>"), 4u);
   for (const char* title :
        {"loss and eval loss", "learning rate", "gradient norm", "throughput (tokens/s)"})
     EXPECT_NE(html.find(title), std::string::npos) << title;
@@ -47,7 +42,7 @@ TEST(TrainReport, PageHoldsEveryPlotAndTheConfiguration) {
   std::map<std::string, size_t> points;
   for (auto it = std::sregex_iterator(html.begin(), html.end(), poly); it != std::sregex_iterator();
        ++it)
-    points[(*it)[1]] = count((*it)[2], ",");
+    points[(*it)[1]] = count_of((*it)[2], ",");
   EXPECT_EQ(points["loss"], 6u);
   EXPECT_EQ(points["eval_loss"], 2u);
   EXPECT_EQ(points["learning_rate"], 6u);

@@ -46,11 +46,7 @@ TEST(TrainSchedule, AccumulationNormalisesOverAllTokensOfTheStep) {
   ASSERT_EQ(s.losses.size(), 1u);
 
   // The same two samples evaluated one by one on the initial weights.
-  DataConfig dc;
-  dc.file = c.data;
-  dc.vocab = 256;
-  dc.encode.cutoff_len = 16;
-  const std::vector<Sample> samples = prepare_samples(dc, nullptr, nullptr, nullptr);
+  const std::vector<Sample> samples = token_samples(c.data, 16);
   const ModelSpec spec = load_model_spec(c.model_dir);
   auto backend = make_cpu_backend();
   EngineOptions opt;

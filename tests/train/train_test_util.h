@@ -1,7 +1,12 @@
-// defines: helpers of the trainer tests — temporary directories, tiny random models, files,
-// metrics.jsonl read back, a token dataset of uneven lengths.
+// defines: helpers of the trainer and CLI tests — temporary directories, tiny random models,
+// files, metrics.jsonl read back, a token dataset of uneven lengths and its samples, the
+// slideformer binary run with its output, occurrences of a string.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -9,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/pipeline.h"
 #include "model/init.h"
 
 namespace sf::testing {
@@ -57,6 +63,42 @@ inline fs::path token_dataset(const fs::path& file, int n) {
   }
   return file;
 }
+
+// The samples of a token dataset as the trainer reads them (no tokenizer, vocabulary 256).
+inline std::vector<Sample> token_samples(const fs::path& file, int64_t cutoff_len) {
+  DataConfig dc;
+  dc.file = file;
+  dc.vocab = 256;
+  dc.encode.cutoff_len = cutoff_len;
+  return prepare_samples(dc, nullptr, nullptr, nullptr);
+}
+
+inline size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = s.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
+
+#ifdef SF_BINARY
+// `slideformer ARGS 2>&1`: its exit code and output.
+struct CommandResult {
+  int code;
+  std::string out;
+};
+
+inline CommandResult run_slideformer(const std::string& args) {
+  const std::string cmd = std::string(SF_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  CommandResult r{-1, ""};
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+#endif
 
 inline std::vector<nlohmann::json> read_metrics(const fs::path& file) {
   std::vector<nlohmann::json> out;
