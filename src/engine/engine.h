@@ -102,6 +102,7 @@ class Engine {
   std::vector<std::string> finish_trace();
 
  private:
+  struct UnitEvents;
   struct Slot;
   struct Micro {  // one micro-batch's inputs and workspaces, views into the step's buffers
     MicroBatch mb;

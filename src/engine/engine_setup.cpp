@@ -67,14 +67,10 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   // Units: the embedding, the layers, the final norm and head (outer_layout_ keeps the three
   // together on the device; the host updates them as two units).
   outer_layout_ = outer_layout(spec_);
-  host_.push_back(std::make_unique<HostUnit>());
-  host_[0]->layout = slice_layout(outer_layout_, 0, 1);
-  for (int i = 0; i < L; ++i) {
+  for (UnitLayout& u : unit_layouts(spec_)) {
     host_.push_back(std::make_unique<HostUnit>());
-    host_.back()->layout = layer_layout(spec_, i);
+    host_.back()->layout = std::move(u);
   }
-  host_.push_back(std::make_unique<HostUnit>());
-  host_.back()->layout = slice_layout(outer_layout_, 1, outer_layout_.entries.size());
   embed_part_ = std::make_unique<OuterPart>();
   head_part_ = std::make_unique<OuterPart>();
   embed_part_->unit = 0;
@@ -125,18 +121,9 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   inv_freq_dev_ = Tensor(parts_.inv_freq, DType::kF32, {int64_t(inv_freq_.size())});
   loss_sum_ = Tensor(parts_.loss, DType::kF32, {1});
 
-  for (auto& s : slots_) {
-    s->loaded = be_.create_event();
-    s->params_free = be_.create_event();
-    s->grads_ready = be_.create_event();
-    s->stage_free = be_.create_event();
-  }
-  for (OuterPart* o : {embed_part_.get(), head_part_.get()}) {
-    o->loaded = be_.create_event();
-    o->params_free = be_.create_event();
-    o->grads_ready = be_.create_event();
-    o->stage_free = be_.create_event();
-  }
+  for (auto& s : slots_) s->create(be_);
+  embed_part_->create(be_);
+  head_part_->create(be_);
   for (int k = 0; k < 2; ++k) {
     act_saved_[k] = be_.create_event();
     act_ready_[k] = be_.create_event();

@@ -26,6 +26,14 @@ UnitLayout slice_layout(const UnitLayout& whole, size_t first, size_t end) {
   return u;
 }
 
+std::vector<UnitLayout> unit_layouts(const ModelSpec& spec) {
+  const UnitLayout outer = outer_layout(spec);
+  std::vector<UnitLayout> units{slice_layout(outer, 0, 1)};
+  for (int64_t i = 0; i < spec.layers; ++i) units.push_back(layer_layout(spec, i));
+  units.push_back(slice_layout(outer, 1, outer.entries.size()));
+  return units;
+}
+
 void HostUnit::carve(void* state, void* g) {
   char* p = static_cast<char*>(state);
   const size_t n = round_up(size_t(layout.numel) * 4);

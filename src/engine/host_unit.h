@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "model/layout.h"
@@ -28,5 +29,9 @@ struct HostUnit {
 // the outer unit (embedding, final norm, head) is updated as two units, the embedding and the
 // head, whose gradients are complete at different times of the backward.
 UnitLayout slice_layout(const UnitLayout& whole, size_t first, size_t end);
+
+// The units the optimizer updates, in order: the embedding, the layers, the final norm and head
+// (with tied embeddings, the norm alone).
+std::vector<UnitLayout> unit_layouts(const ModelSpec& spec);
 
 }  // namespace sf

@@ -123,8 +123,9 @@ EnginePlan make_plan(const PlanRequest& r) {
   p.max_tokens = T;
   p.max_sequences = r.max_sequences;
   // Tiles and pieces no larger than the largest unit (tiny models need no 64 MiB tile).
-  int64_t largest = outer_layout(r.spec).numel;
-  if (L > 0) largest = std::max(largest, layer_layout(r.spec, 0).numel);
+  const std::vector<UnitLayout> units = unit_layouts(r.spec);
+  int64_t largest = 0;
+  for (const UnitLayout& u : units) largest = std::max(largest, u.numel);
   p.upload_tile = std::min(kUploadTile, largest);
   p.gpu_budget = r.gpu_budget;
   p.device_outside = r.device_outside;
@@ -174,11 +175,9 @@ EnginePlan make_plan(const PlanRequest& r) {
   }
 
   // Host: state of every unit, gradients, checkpoints, batch staging.
-  std::vector<UnitLayout> layouts{outer_layout(r.spec)};
-  for (int i = 0; i < L; ++i) layouts.push_back(layer_layout(r.spec, i));
   p.grad_piece = r.grad_piece > 0 ? r.grad_piece : std::min(kGradPiece, largest);
   p.grad_ring_slots = r.clipping ? 0 : kGradRingSlots;
-  for (const UnitLayout& u : layouts) {
+  for (const UnitLayout& u : units) {
     p.params += u.numel;
     p.host.state += HostUnit::state_bytes(u.numel);
     if (r.clipping) p.host.grads += HostUnit::grad_bytes(u.numel, r.dtype);
