@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "optim/adamw.h"
 
 namespace sf {
 
@@ -97,6 +98,17 @@ class Backend {
   virtual void fill_zero(Tensor x, Stream& s) = 0;
   virtual void convert(Tensor dst, Tensor src, Stream& s) = 0;     // dtype cast, same numel
   virtual void add(Tensor out, Tensor a, Tensor b, Stream& s) = 0;  // out = a + b (may alias)
+
+  // ---- the optimizer on the device (the plan's GPU-resident share, engine/plan.h) ----
+  // One AdamW step over fp32 p, m, v (n elements) from an F32 gradient g scaled by grad_scale,
+  // with adamw_step's arithmetic: bit-identical to adamw_step_reference. The updated p is also
+  // written into `weights` (the compute-dtype copy the layers read; may be empty).
+  virtual void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor weights, const AdamWParams& hp,
+                     int64_t step, float grad_scale, Stream& s) = 0;
+  // out[0] = Σ x² over an F32 tensor, in double, deterministic (fixed blocks reduced in a fixed
+  // order); `partials` holds kSumSquaresPartials doubles of scratch. Both in device memory.
+  static constexpr int kSumSquaresPartials = 1024;
+  virtual void sum_squares(double* out, double* partials, Tensor x, Stream& s) = 0;
 
   // ---- linear layers ----
   // y[M,N] = x[M,K] · w[N,K]^T (+ bias[N])

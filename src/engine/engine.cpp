@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "engine/engine_slot.h"
+#include "optim/clip.h"
 
 namespace sf {
 
@@ -81,10 +82,15 @@ void Engine::select(const Micro& m) {
 // fp32 master weights go to the device tile by tile and are cast there into the compute dtype,
 // all on the H2D stream (stream order keeps the tile from being overwritten before its cast).
 void Engine::upload_unit(int unit, void* device_params) {
-  const HostUnit& h = *host_[size_t(unit)];
+  const UnitState& h = *host_[size_t(unit)];
   const int64_t n = h.layout.numel, tile = plan_.upload_tile;
   const size_t dsz = dtype_size(dt_);
   Event* t = tmark(*h2d_);
+  if (h.on_device) {  // its master is on the device already: only the cast
+    be_.convert(Tensor(device_params, dt_, {n}), Tensor(h.master, DType::kF32, {n}), *h2d_);
+    tspan(TraceTrack::kH2D, "cast " + unit_name(unit) + " (GPU-resident)", t, *h2d_);
+    return;
+  }
   for (int64_t off = 0; off < n; off += tile) {
     const int64_t k = std::min(tile, n - off);
     be_.copy(parts_.upload, h.master + off, size_t(k) * 4, *h2d_);
@@ -148,7 +154,7 @@ OuterParams Engine::outer_grad_views() const {
 void Engine::clear_outer_grads(OuterPart& o) {
   // Untied, the two parts share the buffer: the other's D2H source must have been read (the
   // fp32 buffer itself without a stage); stream order covers the other's conversion.
-  const bool shared = !spec_.tie_word_embeddings;
+  const bool shared = outer_shared_;
   if (!parts_.outer_stage) {
     be_.wait(*compute_, *o.stage_free);
     if (shared) be_.wait(*compute_, *other(o).stage_free);
@@ -161,12 +167,28 @@ Engine::OuterPart& Engine::other(const OuterPart& o) {
 }
 
 void Engine::send_outer_gradient(OuterPart& o) {
+  if (on_device(o)) {
+    // Σ g² for the norm, read back on the gradient stream (in order behind the pieces already
+    // queued there); the update itself follows on the compute stream at once, or, clipping,
+    // once the norm is known (step()).
+    const int u = o.unit;
+    be_.sum_squares(parts_.sumsq + u, parts_.sumsq + units(), outer_grads(o), *compute_);
+    be_.record(*o.grads_ready, *compute_);
+    be_.wait(*grad_d2h_, *o.grads_ready);
+    be_.copy(host_sumsq_ + u, parts_.sumsq + u, sizeof(double), *grad_d2h_);
+    UpdateWorker* w = worker_.get();
+    double* ss = host_sumsq_ + u;
+    be_.host_callback(*grad_d2h_, [w, u, ss] { w->device_reduced(u, *ss); });
+    if (!ring_) return;  // clipping
+    update_on_device(o, 1.0f);
+    return;
+  }
   const void* src = outer_grads(o).data;
   if (parts_.outer_stage) {
     void* stage =
         static_cast<char*>(parts_.outer_stage) + size_t(o.grad_offset) * dtype_size(dt_);
     be_.wait(*compute_, *o.stage_free);  // the last D2H from the stage is done
-    if (!spec_.tie_word_embeddings) be_.wait(*compute_, *other(o).stage_free);  // shared stage
+    if (outer_shared_) be_.wait(*compute_, *other(o).stage_free);  // shared stage
     be_.convert(Tensor(stage, dt_, {o.numel}), outer_grads(o), *compute_);
     src = stage;
   }
@@ -174,12 +196,30 @@ void Engine::send_outer_gradient(OuterPart& o) {
   send_gradient(o.unit, src, *o.grads_ready, *o.stage_free);
 }
 
+bool Engine::on_device(const OuterPart& o) const { return host_[size_t(o.unit)]->on_device; }
+
+void Engine::update_on_device(OuterPart& o, float grad_scale) {
+  UnitState& h = *host_[size_t(o.unit)];
+  const int64_t n = o.numel;
+  AdamWParams hp = opt_.adamw;
+  hp.lr = lr_;
+  Event* t = tmark(*compute_);
+  void* weights = static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_);
+  be_.adamw(Tensor(h.master, DType::kF32, {n}), Tensor(h.m, DType::kF32, {n}),
+            Tensor(h.v, DType::kF32, {n}), outer_grads(o), Tensor(weights, dt_, {n}), hp, step_,
+            grad_scale, *compute_);
+  tspan(TraceTrack::kCompute, "AdamW " + unit_name(o.unit) + " (device)", t, *compute_,
+        uint64_t(n) * 4);
+  be_.record(*o.stage_free, *compute_);  // its gradient has been read
+  o.version = step_;                     // the weights on the device carry this step's update
+}
+
 Engine::Slot& Engine::slot_of(int layer) { return *slots_[size_t(layer % opt_.window)]; }
 
 void Engine::load_layer(int layer) {
   Slot& s = slot_of(layer);
   if (s.layer == layer && s.version == want_version_) return;  // still cached: reuse
-  HostUnit& h = *host_[size_t(1 + layer)];
+  UnitState& h = *host_[size_t(1 + layer)];
   wait_updated(1 + layer);
   be_.wait(*h2d_, *s.params_free);
   upload_unit(1 + layer, s.mem.params);
@@ -191,7 +231,7 @@ void Engine::load_layer(int layer) {
 }
 
 void Engine::send_gradient(int unit, const void* src, Event& ready, Event& source_free) {
-  const HostUnit& h = *host_[size_t(unit)];
+  const UnitState& h = *host_[size_t(unit)];
   const int64_t n = h.layout.numel;
   const size_t dsz = dtype_size(dt_);
   UpdateWorker* w = worker_.get();
@@ -268,6 +308,7 @@ StepResult Engine::step(const Batch& batch, float lr) {
   const double t_step = Trace::now_us();
   if (trace_) trace_->begin_step(step_);
   want_version_ = step_ - 1;
+  lr_ = lr;
   worker_->begin_step(step_, lr);
   upload_batch(batch);
   OuterParams op = OuterParams::view(spec_, outer_layout_, parts_.outer_params, dt_);
@@ -357,6 +398,11 @@ StepResult Engine::step(const Batch& batch, float lr) {
   be_.synchronize(*compute_);
   r.loss = double(*host_loss_) / double(r.valid_targets);
   r.grad_norm = worker_->wait_grad_norm();
+  if (!ring_ && opt_.max_grad_norm > 0) {  // clipping: the GPU-resident updates wait for the norm
+    const float clip = clip_factor(r.grad_norm, opt_.max_grad_norm);
+    for (OuterPart* o : {embed_part_.get(), head_part_.get()})
+      if (on_device(*o)) update_on_device(*o, clip);
+  }
   if (trace_) trace_->end_step(t_step, Trace::now_us());
   SF_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "step ", step_, ": the loss (",
            r.loss, ") or gradient norm (", r.grad_norm,

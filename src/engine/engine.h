@@ -1,7 +1,8 @@
 // defines: sf::Engine — the layer-sliding training step, written once against sf::Backend.
 //
 // Only W "cache units" of decoder layers live on the device; the outer unit (embedding, final
-// norm, head) stays resident. Every byte comes from one EnginePlan (engine/plan.h). Each layer
+// norm, head) stays resident, and where the plan says so the optimizer state of the embedding
+// and the head too (the GPU-resident share, updated on the device by Backend::adamw). Every byte comes from one EnginePlan (engine/plan.h). Each layer
 // runs the step's samples in micro-batches of at most M tokens (layer-major; gradients accumulate
 // in the slot's fp32 buffers), so the workspaces are sized by M, not by the step. Per step:
 //   forward : embed → L0 … L{n-1}; layer i+W-1 is prefetched (H2D stream) while layer i computes,
@@ -21,7 +22,7 @@
 #include "backend/backend.h"
 #include "engine/batch.h"
 #include "engine/grad_ring.h"
-#include "engine/host_unit.h"
+#include "engine/unit_state.h"
 #include "engine/micro_batch.h"
 #include "engine/plan.h"
 #include "engine/trace.h"
@@ -42,6 +43,8 @@ struct EngineOptions {
   float max_grad_norm = 0;     // 0: no clipping
   int64_t grad_piece = 0;      // elements per gradient D2H piece; 0: the plan's default (tests)
   std::string trace_path;      // non-empty: write the engine's timeline there (engine/trace.h)
+  DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;  // the GPU-resident share
+  std::vector<bool> on_device;  // non-empty: exactly these units there (PlanRequest::on_device)
 };
 
 struct StepResult {
@@ -129,7 +132,15 @@ class Engine {
   OuterPart& other(const OuterPart& part);
   void clear_outer_grads(OuterPart& part);
   // Converts the part's fp32 gradients to the compute dtype and sends them to the optimizer.
+  // A GPU-resident part instead reduces its gradient's squares for the norm and, without
+  // clipping, is updated on the device at once (with clipping at the step's end).
   void send_outer_gradient(OuterPart& part);
+  void update_on_device(OuterPart& part, float grad_scale);
+  bool on_device(const OuterPart& part) const;
+  void sync_state();     // every update done, the device ones too
+  void forget_loaded();  // the device's weights must be uploaded again
+  void with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool write_back,
+                      const std::function<void(float*, float*, float*)>& fn);
   void load_layer(int layer);  // into slot layer % W, unless already there for this step
   Slot& slot_of(int layer);
   void embed_forward(const OuterParams& op);
@@ -147,7 +158,7 @@ class Engine {
 
   std::vector<Buffer> host_state_, host_ckpt_;  // one per unit, one per layer
   Buffer host_grads_, host_batch_, dev_;
-  std::vector<std::unique_ptr<HostUnit>> host_;
+  std::vector<std::unique_ptr<UnitState>> host_;
   std::unique_ptr<UpdateWorker> worker_;
   std::unique_ptr<Stream> compute_, h2d_, d2h_, grad_d2h_;
   std::unique_ptr<GradRing> ring_;  // without clipping
@@ -165,6 +176,9 @@ class Engine {
   std::unique_ptr<Event> act_ready_[2], act_saved_[2], restored_[2], restore_free_[2];
   std::vector<char*> ckpt_;  // host checkpoint of each layer's input
   float* host_loss_ = nullptr;
+  double* host_sumsq_ = nullptr;  // per unit: the GPU-resident units' Σ g², read back
+  bool outer_shared_ = false;     // the embedding's and head's gradients share one buffer
+  float lr_ = 0;                  // of the open step
   std::vector<float> inv_freq_;
 };
 

@@ -58,6 +58,8 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   req.device_outside = be_.device_memory().used;  // the context and the backend's scratch
   req.clipping = opt_.max_grad_norm > 0;
   req.grad_piece = opt_.grad_piece;
+  req.device_optimizer = opt_.device_optimizer;
+  req.on_device = opt_.on_device;
   plan_ = make_plan(req);
   opt_.window = plan_.window;
   const size_t dsz = dtype_size(dt_);
@@ -68,7 +70,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   // together on the device; the host updates them as two units).
   outer_layout_ = outer_layout(spec_);
   for (UnitLayout& u : unit_layouts(spec_)) {
-    host_.push_back(std::make_unique<HostUnit>());
+    host_.push_back(std::make_unique<UnitState>());
     host_.back()->layout = std::move(u);
   }
   embed_part_ = std::make_unique<OuterPart>();
@@ -78,41 +80,53 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   head_part_->unit = L + 1;
   head_part_->offset = embed_part_->numel;
   head_part_->numel = host_.back()->layout.numel;
-  head_part_->grad_offset = spec_.tie_word_embeddings ? embed_part_->numel : 0;
+  const bool separate = outer_grads_separate(spec_, plan_.on_device, req.clipping);
+  outer_shared_ = !spec_.tie_word_embeddings && !separate;
+  head_part_->grad_offset = outer_shared_ ? 0 : embed_part_->numel;
   check_host_memory(plan_);
-  // One pinned buffer per unit (master, m, v and, with clipping, its gradient) and per layer
-  // checkpoint, taken by several threads at once (pinned_alloc.h).
+  // One pinned buffer per host unit (master, m, v and, with clipping, its gradient) and per
+  // layer checkpoint, taken by several threads at once (pinned_alloc.h). The GPU-resident units'
+  // state is carved from the device buffer below.
   {
     const bool held = plan_.grad_ring_slots == 0;
-    std::vector<size_t> sizes;
-    for (auto& h : host_)
-      sizes.push_back(HostUnit::state_bytes(h->layout.numel) +
-                      (held ? HostUnit::grad_bytes(h->layout.numel, dt_) : 0));
+    std::vector<size_t> sizes, host_units;
+    for (size_t u = 0; u < host_.size(); ++u) {
+      host_[u]->on_device = plan_.on_device[u];
+      if (host_[u]->on_device) continue;
+      host_units.push_back(u);
+      const int64_t n = host_[u]->layout.numel;
+      sizes.push_back(UnitState::state_bytes(n) + (held ? UnitState::grad_bytes(n, dt_) : 0));
+    }
     for (int i = 0; i < L; ++i) sizes.push_back(size_t(T * C) * dsz);
     std::vector<Buffer> bufs = alloc_pinned(be_, sizes, "master weights, Adam state, checkpoints");
-    for (size_t u = 0; u < host_.size(); ++u) {
-      char* base = static_cast<char*>(bufs[u].data());
-      host_[u]->carve(base, held ? base + HostUnit::state_bytes(host_[u]->layout.numel) : nullptr);
-      host_state_.push_back(std::move(bufs[u]));
+    for (size_t k = 0; k < host_units.size(); ++k) {
+      UnitState& h = *host_[host_units[k]];
+      char* base = static_cast<char*>(bufs[k].data());
+      h.carve(base, held ? base + UnitState::state_bytes(h.layout.numel) : nullptr);
+      host_state_.push_back(std::move(bufs[k]));
     }
     for (int i = 0; i < L; ++i) {
-      host_ckpt_.push_back(std::move(bufs[host_.size() + size_t(i)]));
+      host_ckpt_.push_back(std::move(bufs[host_units.size() + size_t(i)]));
       ckpt_.push_back(static_cast<char*>(host_ckpt_.back().data()));
     }
     if (!held) {
       host_grads_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.grads, "gradient ring");
       ring_ = std::make_unique<GradRing>(host_grads_.data(), plan_.grad_ring_slots,
-                                         HostUnit::grad_bytes(plan_.grad_piece, dt_));
+                                         UnitState::grad_bytes(plan_.grad_piece, dt_));
     }
   }
   host_batch_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.staging, "batch staging");
   host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
                                         batch_ints(T, opt_.max_sequences) * 4);
+  host_sumsq_ = reinterpret_cast<double*>(reinterpret_cast<char*>(host_loss_) + 256);
 
   // ---- device: one buffer, carved as the plan measured it ----
-  const PlanDims dims{plan_.window, T, opt_.max_sequences, plan_.micro_tokens, plan_.upload_tile};
+  const PlanDims dims{plan_.window, T,          opt_.max_sequences, plan_.micro_tokens,
+                      plan_.upload_tile, plan_.on_device, req.clipping};
   dev_ = be_.alloc(MemoryKind::kDevice, plan_.device.engine(), "device cache units and workspace");
   parts_ = carve_device(spec_, dt_, dims, dev_.data(), nullptr);
+  for (size_t u = 0; u < host_.size(); ++u)
+    if (host_[u]->on_device) host_[u]->carve(parts_.unit_state[u], nullptr);
   for (int k = 0; k < opt_.window; ++k) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->mem = parts_.slots[size_t(k)];
@@ -139,7 +153,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   be_.copy(inv_freq_dev_.data, inv_freq_.data(), inv_freq_.size() * 4, *h2d_);
   be_.synchronize(*h2d_);
 
-  std::vector<HostUnit*> units;
+  std::vector<UnitState*> units;
   for (auto& h : host_) units.push_back(h.get());
   worker_ = std::make_unique<UpdateWorker>(units, dt_, opt_.adamw, opt_.max_grad_norm);
   if (!opt_.trace_path.empty()) {
@@ -157,39 +171,84 @@ Engine::~Engine() {
   }
 }
 
-void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& fill) {
+void Engine::sync_state() {
   worker_->wait_all();
-  for (auto& h : host_) {
-    std::memset(h->master, 0, size_t(h->layout.numel) * 4);
-    for (const auto& e : h->layout.entries) fill(e.desc, h->master + e.offset);
-    std::memset(h->m, 0, size_t(h->layout.numel) * 4);
-    std::memset(h->v, 0, size_t(h->layout.numel) * 4);
-  }
+  be_.synchronize(*compute_);  // the GPU-resident units' updates run on the compute stream
+}
+
+void Engine::forget_loaded() {
   embed_part_->version = head_part_->version = -1;
   for (auto& s : slots_) s->layer = -1;
 }
 
+// A GPU-resident unit's tensors go through host memory one at a time (plan: host.state_copy).
+void Engine::with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool write_back,
+                            const std::function<void(float*, float*, float*)>& fn) {
+  const size_t bytes = size_t(e.numel) * 4;
+  std::vector<float> buf(size_t(e.numel) * 3);
+  float* p[3] = {buf.data(), buf.data() + e.numel, buf.data() + 2 * e.numel};
+  float* dev[3] = {h.master + e.offset, h.m + e.offset, h.v + e.offset};
+  for (int k = 0; k < 3; ++k) be_.copy(p[k], dev[k], bytes, *compute_);
+  be_.synchronize(*compute_);
+  fn(p[0], p[1], p[2]);
+  if (!write_back) return;
+  for (int k = 0; k < 3; ++k) be_.copy(dev[k], p[k], bytes, *compute_);
+  be_.synchronize(*compute_);
+}
+
+void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& fill) {
+  sync_state();
+  for (auto& h : host_) {
+    const int64_t n = h->layout.numel;
+    if (h->on_device) {
+      for (float* a : {h->master, h->m, h->v})
+        be_.fill_zero(Tensor(a, DType::kF32, {n}), *compute_);
+      for (const auto& e : h->layout.entries)
+        with_host_copy(*h, e, /*write_back=*/true,
+                       [&](float* master, float*, float*) { fill(e.desc, master); });
+      continue;
+    }
+    std::memset(h->master, 0, size_t(n) * 4);
+    for (const auto& e : h->layout.entries) fill(e.desc, h->master + e.offset);
+    std::memset(h->m, 0, size_t(n) * 4);
+    std::memset(h->v, 0, size_t(n) * 4);
+  }
+  forget_loaded();
+}
+
 void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
-  worker_->wait_all();
+  sync_state();
   for (auto& h : host_)
-    for (const auto& e : h->layout.entries)
+    for (const auto& e : h->layout.entries) {
+      if (h->on_device) {
+        with_host_copy(*h, e, /*write_back=*/true, [&](float* master, float* m, float* v) {
+          fn(TensorState{e.desc, e.numel, master, m, v});
+        });
+        continue;
+      }
       fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset});
-  embed_part_->version = head_part_->version = -1;
-  for (auto& s : slots_) s->layer = -1;
+    }
+  forget_loaded();
 }
 
 void Engine::set_steps_done(int64_t steps) {
   SF_CHECK(steps >= 0, "steps done must not be negative (got ", steps, ")");
+  sync_state();
   worker_->reset_steps(steps);
   step_ = steps;
-  embed_part_->version = head_part_->version = -1;
-  for (auto& s : slots_) s->layer = -1;
+  forget_loaded();
 }
 
 void Engine::visit_weights(const std::function<void(const TensorDesc&, const float*)>& fn) {
-  worker_->wait_all();
+  sync_state();
   for (auto& h : host_)
-    for (const auto& e : h->layout.entries) fn(e.desc, h->master + e.offset);
+    for (const auto& e : h->layout.entries) {
+      if (h->on_device)
+        with_host_copy(*h, e, /*write_back=*/false,
+                       [&](float* master, float*, float*) { fn(e.desc, master); });
+      else
+        fn(e.desc, h->master + e.offset);
+    }
 }
 
 int Engine::find_tensor(const std::string& name, const UnitLayout::Entry** entry) {
@@ -206,9 +265,16 @@ std::vector<float> Engine::gradient(const std::string& name) {
   worker_->wait_grad_norm();
   const UnitLayout::Entry* e = nullptr;
   int u = find_tensor(name, &e);
-  SF_CHECK(host_[size_t(u)]->grad, "gradient('", name, "'): without clipping gradients pass ",
+  SF_CHECK(host_[size_t(u)]->grad || (host_[size_t(u)]->on_device && plan_.grad_ring_slots == 0),
+           "gradient('", name, "'): without clipping gradients pass ",
            "through a ring and are not kept");
   std::vector<float> out(size_t(e->numel));
+  if (host_[size_t(u)]->on_device) {  // its fp32 gradient is still in the outer buffer
+    const OuterPart& o = u == 0 ? *embed_part_ : *head_part_;
+    be_.copy(out.data(), outer_grads(o).f32() + e->offset, out.size() * 4, *compute_);
+    be_.synchronize(*compute_);
+    return out;
+  }
   const char* g =
       static_cast<const char*>(host_[size_t(u)]->grad) + size_t(e->offset) * dtype_size(dt_);
   for (int64_t i = 0; i < e->numel; ++i) {

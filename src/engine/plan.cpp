@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/host_memory.h"
-#include "engine/host_unit.h"
+#include "engine/unit_state.h"
 #include "model/layer.h"
 #include "model/layout.h"
 
@@ -35,15 +36,21 @@ constexpr int64_t kUploadTile = int64_t(16) << 20;
 // in flight: the D2H of one piece overlaps the update of the previous ones.
 constexpr int64_t kGradPiece = int64_t(16) << 20;
 constexpr int kGradRingSlots = 4;
+// Micro-batches of 16k tokens run the 8B layer's GEMMs (16384 × 4096 × 14336) at their full rate
+// (docs/perf.md: the layer at 16384 tokens is at 78 % of the matmul peak, as at 32k), so the plan
+// trades larger M for optimizer state on the device only down to here.
+constexpr int64_t kSaturatingTokens = 16384;
 
 struct Sized {
   DeviceBytes device;
   uint64_t backend = 0;
 };
 
-Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t tile) {
+Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t tile,
+                  const std::vector<bool>& on_device = {}) {
   Sized s;
-  carve_device(r.spec, r.dtype, PlanDims{window, r.max_tokens, r.max_sequences, M, tile},
+  carve_device(r.spec, r.dtype,
+               PlanDims{window, r.max_tokens, r.max_sequences, M, tile, on_device, r.clipping},
                nullptr, &s.device);
   if (r.backend_scratch) s.backend = r.backend_scratch(M);
   return s;
@@ -51,10 +58,15 @@ Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t tile) {
 
 }  // namespace
 
-int64_t outer_grad_elems(const ModelSpec& spec) {
+bool outer_grads_separate(const ModelSpec& spec, const std::vector<bool>& on_device,
+                          bool clipping) {
+  return !spec.tie_word_embeddings && clipping && !on_device.empty() && on_device.back();
+}
+
+int64_t outer_grad_elems(const ModelSpec& spec, bool separate) {
   const UnitLayout o = outer_layout(spec);
   const int64_t embed = o.entries.size() > 1 ? o.entries[1].offset : o.numel;
-  return spec.tie_word_embeddings ? o.numel : std::max(embed, o.numel - embed);
+  return spec.tie_word_embeddings || separate ? o.numel : std::max(embed, o.numel - embed);
 }
 
 int64_t batch_ints(int64_t tokens, int64_t sequences) { return 3 * tokens + 2 * sequences; }
@@ -77,7 +89,8 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   // fp32 gradients (and their compute-dtype stage) of the embedding and of the head: untied, the
   // two are never live at once — the head's are sent right after the head, the embedding's are
   // formed at the very end — so they share one buffer; tied, the head adds into the embedding's.
-  const int64_t grads_n = outer_grad_elems(spec);
+  const int64_t grads_n =
+      outer_grad_elems(spec, outer_grads_separate(spec, d.on_device, d.clipping));
   p.outer_grads = static_cast<float*>(b.take(size_t(grads_n) * 4));
   p.outer_stage = dt != DType::kF32 ? b.take(size_t(grads_n) * dsz) : nullptr;
   section(&n.outer);
@@ -94,6 +107,10 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   p.inv_freq = static_cast<float*>(b.take(size_t(spec.head_dim / 2) * 4));
   p.loss = static_cast<float*>(b.take(4));
   p.pad_row = static_cast<float*>(b.take(size_t(C) * 4));
+  const std::vector<UnitLayout> units = unit_layouts(spec);
+  if (!d.on_device.empty())
+    p.sumsq = static_cast<double*>(
+        b.take((units.size() + Backend::kSumSquaresPartials) * sizeof(double)));
   section(&n.batch);
   for (int k = 0; k < 2; ++k) {
     p.act[k] = b.take(size_t(T * C) * dsz);
@@ -104,6 +121,10 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   p.workspace = b.take(LayerWorkspace::bytes_needed(spec, d.micro_tokens, dt));
   p.head_workspace = b.take(HeadWorkspace::bytes_needed(spec, d.micro_tokens, dt));
   section(&n.workspace);
+  p.unit_state.assign(units.size(), nullptr);
+  for (size_t u = 0; u < d.on_device.size() && u < units.size(); ++u)
+    if (d.on_device[u]) p.unit_state[u] = b.take(UnitState::state_bytes(units[u].numel));
+  section(&n.optimizer);
   if (bytes) *bytes = n;
   return p;
 }
@@ -141,17 +162,18 @@ EnginePlan make_plan(const PlanRequest& r) {
              " tokens): raise --micro-batch-tokens or lower --cutoff-len");
   const int64_t first_m = r.micro_tokens > 0 ? std::min(r.micro_tokens, T) : T;
   p.micro_tokens = first_m;
+  auto fits = [&](int w, int64_t m, const std::vector<bool>& on_device) {
+    Sized z = size_device(r, w, m, p.upload_tile, on_device);
+    return z.device.engine() + z.backend + r.device_outside <= r.gpu_budget;
+  };
+  const std::vector<bool> none(units.size(), false);
   if (r.gpu_budget > 0) {
-    auto fits = [&](int w, int64_t m) {
-      Sized z = size_device(r, w, m, p.upload_tile);
-      return z.device.engine() + z.backend + r.device_outside <= r.gpu_budget;
-    };
     for (int w = p.window;; --w) {
       int64_t m = first_m;
-      while (!fits(w, m) && r.micro_tokens == 0 && m > longest)
+      while (!fits(w, m, none) && r.micro_tokens == 0 && m > longest)
         m = std::max(longest, (m + 1) / 2);
-      if (fits(w, m) || w == 1) {
-        if (fits(w, m)) {
+      if (fits(w, m, none) || w == 1) {
+        if (fits(w, m, none)) {
           p.window = w;
           p.micro_tokens = m;
         }
@@ -159,11 +181,45 @@ EnginePlan make_plan(const PlanRequest& r) {
       }
     }
   }
-  Sized s = size_device(r, p.window, p.micro_tokens, p.upload_tile);
+
+  // The GPU-resident share: the embedding, then the head — the units whose CPU updates end one
+  // step and start the next — while the budget holds their 12 B/param. For them M may halve, down
+  // to kSaturatingTokens (or the longest sample), where the layers' GEMMs already run at their
+  // full rate: fewer, larger micro-batches would buy less than the update they make room for.
+  p.on_device = none;
+  const size_t head = units.size() - 1;
+  if (!r.on_device.empty()) {
+    SF_CHECK(r.on_device.size() == units.size(), "plan: on_device names ", r.on_device.size(),
+             " units, the model has ", units.size());
+    p.on_device = r.on_device;
+  } else if (r.device_optimizer == DeviceOptimizer::kAll) {
+    p.on_device[0] = p.on_device[head] = true;
+  } else if (r.device_optimizer == DeviceOptimizer::kAuto && r.gpu_budget > 0 &&
+             fits(p.window, p.micro_tokens, none)) {
+    const int64_t floor_m =
+        r.micro_tokens > 0 ? p.micro_tokens
+                           : std::min(p.micro_tokens, std::max(longest, kSaturatingTokens));
+    for (size_t c : {size_t(0), head}) {
+      std::vector<bool> trial = p.on_device;
+      trial[c] = true;
+      for (int64_t m = p.micro_tokens;; m = std::max(floor_m, (m + 1) / 2)) {
+        if (fits(p.window, m, trial)) {
+          p.on_device = trial;
+          p.micro_tokens = m;
+          break;
+        }
+        if (m <= floor_m) break;
+      }
+    }
+  }
+  Sized s = size_device(r, p.window, p.micro_tokens, p.upload_tile, p.on_device);
   p.device = s.device;
   p.backend_scratch = s.backend;
   if (r.gpu_budget > 0 && p.device_total() > r.gpu_budget) {
-    Sized least = size_device(r, 1, r.micro_tokens > 0 ? first_m : longest, p.upload_tile);
+    Sized least = size_device(r, 1, r.micro_tokens > 0 ? first_m : longest, p.upload_tile,
+                              r.device_optimizer == DeviceOptimizer::kAll || !r.on_device.empty()
+                                  ? p.on_device
+                                  : none);
     const uint64_t smallest = least.device.engine() + least.backend + r.device_outside;
     SF_FAIL("the GPU budget of ", gib(r.gpu_budget), " is too small for this run: it needs ",
             gib(p.device_total()), " with window ", p.window, " and micro-batches of ",
@@ -177,15 +233,27 @@ EnginePlan make_plan(const PlanRequest& r) {
   // Host: state of every unit, gradients, checkpoints, batch staging.
   p.grad_piece = r.grad_piece > 0 ? r.grad_piece : std::min(kGradPiece, largest);
   p.grad_ring_slots = r.clipping ? 0 : kGradRingSlots;
-  for (const UnitLayout& u : units) {
-    p.params += u.numel;
-    p.host.state += HostUnit::state_bytes(u.numel);
-    if (r.clipping) p.host.grads += HostUnit::grad_bytes(u.numel, r.dtype);
+  for (size_t k = 0; k < units.size(); ++k) {
+    const int64_t n = units[k].numel;
+    p.params += n;
+    if (p.on_device[k]) {
+      p.device_params += n;
+      continue;
+    }
+    p.host.state += UnitState::state_bytes(n);
+    if (r.clipping) p.host.grads += UnitState::grad_bytes(n, r.dtype);
   }
   if (!r.clipping)
-    p.host.grads = uint64_t(p.grad_ring_slots) * HostUnit::grad_bytes(p.grad_piece, r.dtype);
+    p.host.grads = uint64_t(p.grad_ring_slots) * UnitState::grad_bytes(p.grad_piece, r.dtype);
   p.host.checkpoints = uint64_t(L) * uint64_t(T * r.spec.hidden) * dtype_size(r.dtype);
-  p.host.staging = uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256;
+  // Staging: the batch, the loss (256 B) and one sum of squares per unit.
+  p.host.staging = uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 8;
+  // Saving or resuming copies a GPU-resident tensor's master, m, v through the host, one tensor
+  // at a time: not held at start, but counted so the host check covers the save.
+  for (size_t k = 0; k < units.size(); ++k)
+    if (p.on_device[k])
+      for (const UnitLayout::Entry& e : units[k].entries)
+        p.host.state_copy = std::max(p.host.state_copy, uint64_t(e.numel) * 12);
   return p;
 }
 
@@ -199,15 +267,32 @@ std::string EnginePlan::describe() const {
     << gib(device.slots) << ", upload tile " << gib(device.upload) << ", activations "
     << gib(device.activations) << ", workspaces " << gib(device.workspace) << ", batch "
     << gib(device.batch);
+  if (device.optimizer) o << ", optimizer state of the GPU-resident units " << gib(device.optimizer);
   if (backend_scratch) o << ", backend scratch " << gib(backend_scratch);
   if (device_outside) o << ", outside the engine (context, libraries) " << gib(device_outside);
+  o << "\n  optimizer: ";
+  if (device_params == 0) {
+    o << "every unit on the host (CPU AdamW)";
+  } else {
+    o << device_params << " of " << params << " parameters updated on the device (";
+    const char* sep = "";
+    for (size_t k = 0; k < on_device.size(); ++k)
+      if (on_device[k]) {
+        o << sep << (k == 0 ? "embedding" : k + 1 == on_device.size() ? "head" : "layer");
+        sep = ", ";
+      }
+    o << "), the rest on the host (CPU AdamW)";
+  }
   o << "\n  host: " << gib(host.total()) << " — master weights and Adam m, v " << gib(host.state)
-    << " (" << params << " parameters × 12 B), gradients " << gib(host.grads)
+    << " (" << params - device_params << " parameters × 12 B), gradients " << gib(host.grads)
     << (grad_ring_slots ? " (a ring of " + std::to_string(grad_ring_slots) + " pieces)"
                         : " (held for exact clipping)")
     << ", activation checkpoints " << gib(host.checkpoints) << " (" << layers << " layers × "
     << max_tokens << " tokens × " << hidden << " × " << dtype_bytes << " B), batch staging "
     << gib(host.staging);
+  if (host.state_copy)
+    o << ", while saving or resuming " << gib(host.state_copy)
+      << " (one GPU-resident tensor's state)";
   return o.str();
 }
 

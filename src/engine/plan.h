@@ -8,8 +8,10 @@
 // fp32 upload tile (weights go H2D as fp32 and are cast on the device: no compute-dtype copy of
 // the model on the host), the step's batch, five T×C activation buffers (x/y of the forward, two
 // checkpoint restores, ∂L/∂x) and the workspaces of ONE micro-batch of M tokens (layer, head and
-// the backend's own). Host: master weights and Adam m, v (12 B/param), gradients, the activation
-// checkpoints (L × T × C) and the batch staging.
+// the backend's own), and the optimizer state (fp32 master, m, v) of the GPU-resident share: the
+// units the plan chooses to update on the device, where the budget leaves room (embedding first,
+// then the head). Host: master weights and Adam m, v of the other units (12 B/param), gradients,
+// the activation checkpoints (L × T × C) and the batch staging.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,11 @@
 #include "model/spec.h"
 
 namespace sf {
+
+// Which units' optimizer state lives on the device. kAuto: what fits the budget after the
+// window and micro-batch (none without a budget); kOff: none; kAll: every unit that can (the
+// embedding and the head), whatever the budget says (a budget too small is then an error).
+enum class DeviceOptimizer { kAuto, kOff, kAll };
 
 struct PlanRequest {
   ModelSpec spec;
@@ -39,19 +46,27 @@ struct PlanRequest {
   std::function<uint64_t(int64_t micro_tokens)> backend_scratch;
   bool clipping = false;  // exact global-norm clipping: every gradient held until the norm is known
   int64_t grad_piece = 0;  // elements per gradient D2H piece (ring slot); 0: the default
+  DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;
+  // Non-empty: exactly these units on the device (per unit, unit_layouts order) — the choice of
+  // a plan made before the backend existed, so the engine's plan keeps it.
+  std::vector<bool> on_device;
 };
 
 struct DeviceBytes {
   uint64_t outer = 0, slots = 0, upload = 0, batch = 0, activations = 0, workspace = 0;
-  uint64_t engine() const { return outer + slots + upload + batch + activations + workspace; }
+  uint64_t optimizer = 0;  // fp32 master, m, v of the GPU-resident units
+  uint64_t engine() const {
+    return outer + slots + upload + batch + activations + workspace + optimizer;
+  }
 };
 
 struct HostBytes {
-  uint64_t state = 0;        // fp32 master, Adam m, v
+  uint64_t state = 0;        // fp32 master, Adam m, v of the host units
   uint64_t grads = 0;        // gradients: per unit with clipping, else the ring (compute dtype)
   uint64_t checkpoints = 0;  // layer inputs, L × T × C
   uint64_t staging = 0;      // batch staging
-  uint64_t total() const { return state + grads + checkpoints + staging; }
+  uint64_t state_copy = 0;   // while saving or resuming: one GPU-resident tensor's state
+  uint64_t total() const { return state + grads + checkpoints + staging + state_copy; }
 };
 
 struct EnginePlan {
@@ -64,6 +79,9 @@ struct EnginePlan {
   int64_t grad_piece = 0;
   int grad_ring_slots = 0;
   int64_t params = 0;
+  // Per unit (unit_layouts order): its optimizer state lives on the device and is updated there.
+  std::vector<bool> on_device;
+  int64_t device_params = 0;  // parameters of those units
   int64_t layers = 0, hidden = 0;
   size_t dtype_bytes = 0;  // the compute dtype's size
   DeviceBytes device;
@@ -100,17 +118,26 @@ struct DeviceParts {
   float* pad_row = nullptr;
   void* workspace = nullptr;
   void* head_workspace = nullptr;
+  // Per unit: its fp32 master, m, v (UnitState::state_bytes) when on the device, else null; and
+  // the sums of squares of the device units' gradients (one double each, then the partials).
+  std::vector<void*> unit_state;
+  double* sumsq = nullptr;
 };
 struct PlanDims {
   int window;
   int64_t tokens, sequences, micro_tokens, upload_tile;
+  std::vector<bool> on_device;  // per unit; empty: none
+  bool clipping = false;
 };
 DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, void* base,
                          DeviceBytes* bytes);
 
 // Elements of the outer unit's fp32 gradient buffer: embedding + head when tied (the head adds
-// into the embedding's), else the larger of the two (they take turns).
-int64_t outer_grad_elems(const ModelSpec& spec);
+// into the embedding's) or when a GPU-resident head must keep its gradient until a clipped
+// update at the step's end; else the larger of the two (they take turns).
+bool outer_grads_separate(const ModelSpec& spec, const std::vector<bool>& on_device,
+                          bool clipping);
+int64_t outer_grad_elems(const ModelSpec& spec, bool separate);
 
 // I32 entries of the batch area: ids, targets, positions (T each) and every micro-batch's own
 // cu_seqlens (samples + 1 each: at most 2·nseq in all).

@@ -7,7 +7,7 @@
 
 namespace sf {
 
-UpdateWorker::UpdateWorker(std::vector<HostUnit*> units, DType grad_dtype, AdamWParams hp,
+UpdateWorker::UpdateWorker(std::vector<UnitState*> units, DType grad_dtype, AdamWParams hp,
                            float max_grad_norm)
     : units_(std::move(units)),
       grad_dtype_(grad_dtype),
@@ -49,7 +49,7 @@ void UpdateWorker::begin_step(int64_t step, float lr) {
 }
 
 void UpdateWorker::grad_ready(int unit) {
-  const HostUnit& h = *units_[size_t(unit)];
+  const UnitState& h = *units_[size_t(unit)];
   {
     std::lock_guard<std::mutex> lk(mu_);
     arrived_.push_back(Piece{unit, 0, h.layout.numel, h.grad, nullptr});
@@ -62,6 +62,14 @@ void UpdateWorker::piece_ready(int unit, int64_t offset, int64_t count, const vo
   {
     std::lock_guard<std::mutex> lk(mu_);
     arrived_.push_back(Piece{unit, offset, count, grad, std::move(release)});
+  }
+  cv_.notify_all();
+}
+
+void UpdateWorker::device_reduced(int unit, double sumsq) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    arrived_.push_back(Piece{unit, 0, units_[size_t(unit)]->layout.numel, nullptr, nullptr, sumsq});
   }
   cv_.notify_all();
 }
@@ -99,7 +107,7 @@ void UpdateWorker::reset_steps(int64_t steps) {
 }
 
 void UpdateWorker::update_unit(int u, int64_t step, float lr, float clip) {
-  HostUnit& h = *units_[size_t(u)];
+  UnitState& h = *units_[size_t(u)];
   AdamWParams hp = hp_;
   hp.lr = lr;
   const double t0 = trace_ ? Trace::now_us() : 0;
@@ -133,9 +141,10 @@ void UpdateWorker::loop() {
 void UpdateWorker::consume(Piece& p) {
   const bool clipping = max_grad_norm_ > 0;
   const int n = int(units_.size());
-  const HostUnit& h = *units_[size_t(p.unit)];
+  const UnitState& h = *units_[size_t(p.unit)];
   const double t0 = trace_ ? Trace::now_us() : 0;
-  const double ss = sum_squares(p.grad, grad_dtype_, p.count);
+  const bool device = p.grad == nullptr;  // updated on the device, not here
+  const double ss = device ? p.sumsq : sum_squares(p.grad, grad_dtype_, p.count);
   int64_t step;
   float lr;
   bool unit_done, all_in = false;
@@ -148,7 +157,10 @@ void UpdateWorker::consume(Piece& p) {
     step = step_;
     lr = lr_;
   }
-  if (!clipping) {
+  if (device) {
+    std::lock_guard<std::mutex> lk(mu_);
+    updated_step_[size_t(p.unit)] = step;
+  } else if (!clipping) {
     AdamWParams hp = hp_;
     hp.lr = lr;
     adamw_step(h.master + p.offset, h.m + p.offset, h.v + p.offset, p.grad, grad_dtype_, p.count,
@@ -175,6 +187,7 @@ void UpdateWorker::consume(Piece& p) {
     if (clipping) {
       const float clip = clip_factor(norm, max_grad_norm_);
       for (int k = 0; k < n; ++k) {
+        if (units_[size_t(k)]->on_device) continue;  // the engine updates it on the device
         update_unit(k, step, lr, clip);
         {
           std::lock_guard<std::mutex> lk(mu_);

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/host_unit.h"
+#include "engine/unit_state.h"
 #include "engine/trace.h"
 #include "optim/adamw.h"
 
@@ -24,7 +24,7 @@ namespace sf {
 
 class UpdateWorker {
  public:
-  UpdateWorker(std::vector<HostUnit*> units, DType grad_dtype, AdamWParams hp, float max_grad_norm);
+  UpdateWorker(std::vector<UnitState*> units, DType grad_dtype, AdamWParams hp, float max_grad_norm);
   ~UpdateWorker();
   UpdateWorker(const UpdateWorker&) = delete;
   UpdateWorker& operator=(const UpdateWorker&) = delete;
@@ -37,6 +37,9 @@ class UpdateWorker {
   // `release` is called once they have been used. Without clipping only. Never blocks.
   void piece_ready(int unit, int64_t offset, int64_t count, const void* grad,
                    std::function<void()> release);
+  // GPU-resident unit u (UnitState::on_device) has its gradient's Σ g² for the open step: it
+  // counts for the norm; the device updates the unit itself. Never blocks.
+  void device_reduced(int unit, double sumsq);
   // Blocks until unit u carries the update of step `step` (returns at once for step 0).
   void wait_updated(int unit, int64_t step);
   // Blocks until every gradient of the open step has been reduced; returns the global norm.
@@ -51,15 +54,16 @@ class UpdateWorker {
   struct Piece {
     int unit;
     int64_t offset, count;
-    const void* grad;
+    const void* grad;  // null: a GPU-resident unit's Σ g² in `sumsq`
     std::function<void()> release;
+    double sumsq = 0;
   };
   void loop();
   void consume(Piece& p);
   void update_unit(int u, int64_t step, float lr, float clip);
   void rethrow_locked();
 
-  std::vector<HostUnit*> units_;
+  std::vector<UnitState*> units_;
   Trace* trace_ = nullptr;
   DType grad_dtype_;
   AdamWParams hp_;

@@ -45,20 +45,9 @@ double decimal_double(float f) {
   return d;
 }
 
-// The per-call scalars, each rounded to fp32 once, as torch applies Python scalars to fp32.
-struct StepConsts {
-  float scale;     // grad_scale
-  float decay;     // 1 - lr*wd
-  float w;         // lerp weight 1 - beta1
-  bool w_small;    // |w| < 0.5: torch's lerp picks m + w*(g-m), else g + (w-1)*(g-m)
-  float beta2;     // v*beta2
-  float c2;        // 1 - beta2
-  float bc2_sqrt;  // sqrt(1 - beta2^step)
-  float eps;
-  float neg_step;  // -lr / (1 - beta1^step)
-};
+}  // namespace
 
-StepConsts make_consts(int64_t step, const AdamWParams& hp, float grad_scale) {
+AdamWConsts adamw_consts(int64_t step, const AdamWParams& hp, float grad_scale) {
   SF_CHECK(step >= 1,
            "adamw_step: step must be >= 1 (1-based, torch's state step after its "
            "increment), got ",
@@ -79,7 +68,7 @@ StepConsts make_consts(int64_t step, const AdamWParams& hp, float grad_scale) {
                wd = decimal_double(hp.weight_decay);
   const double bc1 = 1.0 - std::pow(b1, double(step));
   const double bc2 = 1.0 - std::pow(b2, double(step));
-  StepConsts k;
+  AdamWConsts k;
   k.scale = grad_scale;
   k.decay = float(1.0 - lr * wd);
   k.w = float(1.0 - b1);
@@ -92,13 +81,15 @@ StepConsts make_consts(int64_t step, const AdamWParams& hp, float grad_scale) {
   return k;
 }
 
+namespace {
+
 inline float load_grad(const void* g, DType dt, int64_t i) {
   return dt == DType::kBF16 ? bf16_to_f32(static_cast<const uint16_t*>(g)[i])
                             : static_cast<const float*>(g)[i];
 }
 
 // One element: the specification (see adamw.h). Also the SIMD paths' tail.
-inline void adamw_element(float& p, float& m, float& v, float g_raw, const StepConsts& k) {
+inline void adamw_element(float& p, float& m, float& v, float g_raw, const AdamWConsts& k) {
   const float g = g_raw * k.scale;
   p = p * k.decay;
   const float d = g - m;
@@ -109,7 +100,7 @@ inline void adamw_element(float& p, float& m, float& v, float g_raw, const StepC
 }
 
 void adamw_range_scalar(float* p, float* m, float* v, const void* g, DType dt, int64_t begin,
-                        int64_t end, const StepConsts& k, uint16_t* pb) {
+                        int64_t end, const AdamWConsts& k, uint16_t* pb) {
   for (int64_t i = begin; i < end; ++i) {
     adamw_element(p[i], m[i], v[i], load_grad(g, dt, i), k);
     if (pb) pb[i] = f32_to_bf16(p[i]);
@@ -120,7 +111,7 @@ void adamw_range_scalar(float* p, float* m, float* v, const void* g, DType dt, i
 
 template <bool kBf16Grad, bool kWriteBf16>
 SF_TARGET_AVX512 void adamw_range_avx512(float* p, float* m, float* v, const void* g, int64_t begin,
-                                         int64_t end, const StepConsts& k, uint16_t* pb) {
+                                         int64_t end, const AdamWConsts& k, uint16_t* pb) {
   const __m512 scale = _mm512_set1_ps(k.scale), decay = _mm512_set1_ps(k.decay);
   const __m512 coeff = _mm512_set1_ps(k.w_small ? k.w : k.w - 1.0f);
   const __m512 beta2 = _mm512_set1_ps(k.beta2), c2 = _mm512_set1_ps(k.c2);
@@ -149,7 +140,7 @@ SF_TARGET_AVX512 void adamw_range_avx512(float* p, float* m, float* v, const voi
 
 template <bool kBf16Grad, bool kWriteBf16>
 SF_TARGET_AVX2 void adamw_range_avx2(float* p, float* m, float* v, const void* g, int64_t begin,
-                                     int64_t end, const StepConsts& k, uint16_t* pb) {
+                                     int64_t end, const AdamWConsts& k, uint16_t* pb) {
   const __m256 scale = _mm256_set1_ps(k.scale), decay = _mm256_set1_ps(k.decay);
   const __m256 coeff = _mm256_set1_ps(k.w_small ? k.w : k.w - 1.0f);
   const __m256 beta2 = _mm256_set1_ps(k.beta2), c2 = _mm256_set1_ps(k.c2);
@@ -178,12 +169,12 @@ SF_TARGET_AVX2 void adamw_range_avx2(float* p, float* m, float* v, const void* g
 
 #endif  // SF_OPTIM_X86
 
-using RangeFn = void (*)(float*, float*, float*, const void*, int64_t, int64_t, const StepConsts&,
+using RangeFn = void (*)(float*, float*, float*, const void*, int64_t, int64_t, const AdamWConsts&,
                          uint16_t*);
 
 template <bool kBf16Grad, bool kWriteBf16>
 void adamw_range_scalar_t(float* p, float* m, float* v, const void* g, int64_t begin, int64_t end,
-                          const StepConsts& k, uint16_t* pb) {
+                          const AdamWConsts& k, uint16_t* pb) {
   adamw_range_scalar(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, begin, end, k, pb);
 }
 
@@ -250,7 +241,7 @@ std::string_view optim_isa_name(OptimIsa isa) {
 void adamw_step_reference(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
                           int64_t step, const AdamWParams& hp, float grad_scale, uint16_t* p_bf16) {
   check_args(p, m, v, g, g_dtype, n);
-  const StepConsts k = make_consts(step, hp, grad_scale);
+  const AdamWConsts k = adamw_consts(step, hp, grad_scale);
   adamw_range_scalar(p, m, v, g, g_dtype, 0, n, k, p_bf16);
 }
 
@@ -260,7 +251,7 @@ void adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, co
   check_args(p, m, v, g, g_dtype, n);
   SF_CHECK(optim_isa_supported(isa), "adamw_step: this CPU lacks the ", optim_isa_name(isa),
            " instructions; use optim_best_isa()");
-  const StepConsts k = make_consts(step, hp, grad_scale);
+  const AdamWConsts k = adamw_consts(step, hp, grad_scale);
   const bool bf16 = g_dtype == DType::kBF16;
   RangeFn fn = bf16 ? (p_bf16 ? pick_range_fn<true, true>(isa) : pick_range_fn<true, false>(isa))
                     : (p_bf16 ? pick_range_fn<false, true>(isa) : pick_range_fn<false, false>(isa));

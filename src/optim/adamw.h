@@ -1,4 +1,4 @@
-// defines: sf::AdamWParams, sf::adamw_step, sf::adamw_step_reference, sf::sum_squares,
+// defines: sf::AdamWParams, sf::AdamWConsts, sf::adamw_consts, sf::adamw_step, sf::adamw_step_reference, sf::sum_squares,
 //          sf::OptimIsa (the instruction-set paths, so tests can run each one)
 // AdamW on the CPU with torch.optim.AdamW semantics (single-tensor path, decoupled weight decay,
 // bias correction, eps outside the sqrt), threaded over tiles, SIMD where the CPU has it.
@@ -37,6 +37,22 @@ void adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int6
 void adamw_step_reference(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
                           int64_t step, const AdamWParams& hp, float grad_scale,
                           uint16_t* p_bf16 = nullptr);
+
+// The per-call scalars of a step, each rounded to fp32 once, as torch applies Python scalars to
+// fp32 tensors (see adamw_step_reference). Exposed so a device kernel runs the same arithmetic.
+struct AdamWConsts {
+  float scale;     // grad_scale
+  float decay;     // 1 - lr*wd
+  float w;         // lerp weight 1 - beta1
+  bool w_small;    // |w| < 0.5: torch's lerp picks m + w*(g-m), else g + (w-1)*(g-m)
+  float beta2;     // v*beta2
+  float c2;        // 1 - beta2
+  float bc2_sqrt;  // sqrt(1 - beta2^step)
+  float eps;
+  float neg_step;  // -lr / (1 - beta1^step)
+};
+// Validates the hyperparameters (errors name the bad one) and forms the scalars.
+AdamWConsts adamw_consts(int64_t step, const AdamWParams& hp, float grad_scale);
 
 // Σ g[i]² in double, threaded. Deterministic: fixed blocks, fixed lanes inside a block and an
 // ordered reduce, so the result is the same bits for every thread count and SIMD path.

@@ -57,6 +57,7 @@ struct TrainConfig {
   int window = 2;
   uint64_t gpu_memory = 0;         // device budget for everything; 0: the whole device
   int64_t micro_batch_tokens = 0;  // M; 0: the largest that fits the budget
+  std::string device_optimizer = "auto";  // auto | off | all: the GPU-resident optimizer share
   std::filesystem::path trace;     // non-empty: the engine's timeline (Chrome trace JSON)
   std::string backend = "auto";  // auto (cuda when a GPU is present) | cpu | cuda
 };

@@ -85,6 +85,7 @@ const std::vector<std::string> kSchedules = {"constant", "constant_with_warmup",
                                              "cosine"};
 const std::vector<std::string> kDtypes = {"bf16", "f32"};
 const std::vector<std::string> kBackends = {"auto", "cpu", "cuda"};
+const std::vector<std::string> kDeviceOptimizer = {"auto", "off", "all"};
 const std::vector<std::string> kReports = {"none", "tensorboard"};
 
 // The table is laid out by hand (one option a paragraph); clang-format cannot see through SF_SET.
@@ -276,6 +277,12 @@ std::vector<OptionSpec> make_options() {
        "integer in [0, 2^40]", {}, "engine",
        SF_SET { c.micro_batch_tokens = parse_int(v, w, 0, int64_t(1) << 40); },
        SF_GET { return std::to_string(c.micro_batch_tokens); }},
+      {"device_optimizer", {}, Type::kEnum,
+       "where the embedding's and head's optimizer state lives: auto (on the device where "
+       "gpu_memory leaves room after the window and micro-batch), off (host), all (device)",
+       "", kDeviceOptimizer, "engine",
+       SF_SET { c.device_optimizer = pick(v, w, kDeviceOptimizer); },
+       SF_GET { return c.device_optimizer; }},
       {"trace", {}, Type::kPath, "write the engine's timeline here (Chrome/Perfetto JSON)",
        "a file path", {}, "engine", SF_SET { c.trace = v; },
        SF_GET { return c.trace.string(); }},

@@ -129,6 +129,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   req.micro_tokens = c.micro_batch_tokens;
   req.gpu_budget = c.gpu_memory;
   req.clipping = c.max_grad_norm > 0;
+  req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff
+                         : c.device_optimizer == "all" ? DeviceOptimizer::kAll
+                                                       : DeviceOptimizer::kAuto;
   RunSetup setup = make_run_setup(c.backend, req);  // the plan first: M sizes the CUDA scratch
   std::unique_ptr<Backend>& backend = setup.backend;
   EngineOptions opt;
@@ -138,6 +141,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.max_sample_tokens = req.max_sample_tokens;
   opt.micro_tokens = setup.plan.micro_tokens;
   opt.gpu_budget = setup.plan.gpu_budget;
+  opt.on_device = setup.plan.on_device;
   opt.trace_path = c.trace.string();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;

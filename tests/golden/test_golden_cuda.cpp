@@ -43,17 +43,20 @@ using golden::load_case;
 using golden::read_all;
 using golden::rel_error;
 
-// (case, window, micro-batched: one micro-batch per sample).
-class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
+// (case, window, mode): mode 0 the whole batch at once, 1 micro-batched (one micro-batch per
+// sample), 2 micro-batched with the embedding's and head's optimizer on the device.
+class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
 
 TEST_P(CudaGolden, MatchesTransformersAtBf16) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
-  const auto& [name, window, micro] = GetParam();
+  const auto& [name, window, mode] = GetParam();
+  const bool micro = mode >= 1;
   const fs::path dir = golden::data_dir() / name;
   ASSERT_TRUE(fs::exists(dir)) << dir << " is missing: run tests/golden/make_golden.py";
   Case c = load_case(dir);
   SafetensorsReader golden(dir / "golden.safetensors");
-  const EngineOptions opt = c.options(window, micro);
+  EngineOptions opt = c.options(window, micro);
+  if (mode == 2) opt.device_optimizer = DeviceOptimizer::kAll;
 
   CudaBackendOptions bo;
   bo.max_tokens = micro ? opt.micro_tokens : c.batch.tokens();  // workspaces sized by M
@@ -63,6 +66,7 @@ TEST_P(CudaGolden, MatchesTransformersAtBf16) {
   auto backend = make_cuda_backend(bo);
   Engine engine(*backend, c.spec, opt);
   load_model_weights(engine, dir);
+  EXPECT_EQ(engine.plan().device_params > 0, mode == 2);
 
   std::map<std::string, std::vector<float>> init;
   engine.visit_weights([&](const TensorDesc& d, const float* p) {
@@ -116,18 +120,19 @@ TEST_P(CudaGolden, MatchesTransformersAtBf16) {
   });
   EXPECT_GT(checked, 0);
   // The measured margins, for tuning the thresholds above from evidence.
-  std::printf("[ errors ] %s W%d: logits %.3g, worst grad %.3g (%s), params L2 %.3g, max %.3g\n",
-              name.c_str(), window, e_logits, worst_grad, worst_grad_name.c_str(), worst_l2,
+  std::printf("[ errors ] %s W%d mode %d: logits %.3g, worst grad %.3g (%s), params L2 %.3g, max %.3g\n",
+              name.c_str(), window, mode, e_logits, worst_grad, worst_grad_name.c_str(), worst_l2,
               worst_abs);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllCases, CudaGolden,
     ::testing::Combine(::testing::ValuesIn(golden::case_names()), ::testing::Values(1, 2, 3),
-                       ::testing::Values(false, true)),
+                       ::testing::Values(0, 1, 2)),
     [](const auto& info) {
+      const int mode = std::get<2>(info.param);
       return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param)) +
-             (std::get<2>(info.param) ? "_micro" : "");
+             (mode == 0 ? "" : mode == 1 ? "_micro" : "_micro_devopt");
     });
 
 }  // namespace

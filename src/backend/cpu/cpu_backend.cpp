@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "backend/cpu/ops.h"
+#include "core/error.h"
 
 namespace sf {
 namespace {
@@ -174,6 +175,24 @@ class CpuBackend final : public Backend {
   }
   void add(Tensor o, Tensor a, Tensor b, Stream& s) override {
     enqueue(s, [=] { cpu::add(o, a, b); });
+  }
+  void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWParams& hp,
+             int64_t step, float grad_scale, Stream& s) override {
+    const int64_t n = p.numel();
+    for (auto [name, t] : {std::pair{"m", &m}, {"v", &v}, {"g", &g}})
+      SF_CHECK(t->dtype == DType::kF32 && t->numel() == n, "adamw: ", name, " ", t->shape_str(),
+               " must be F32 with the ", n, " elements of p");
+    SF_CHECK(p.dtype == DType::kF32 && (w.empty() || w.numel() == n),
+             "adamw: p must be F32 and weights empty or of its size");
+    adamw_consts(step, hp, grad_scale);  // validates now: errors name the caller's values
+    enqueue(s, [=] {
+      adamw_step(p.f32(), m.f32(), v.f32(), g.data, DType::kF32, n, step, hp, grad_scale);
+      if (!w.empty()) cpu::convert(w, p);
+    });
+  }
+  void sum_squares(double* out, double* partials, Tensor x, Stream& s) override {
+    SF_CHECK(x.dtype == DType::kF32, "sum_squares: x must be F32, not ", dtype_name(x.dtype));
+    enqueue(s, [=] { *out = sf::sum_squares(x.data, DType::kF32, x.numel()); });
   }
   void linear_forward(Tensor y, Tensor x, Tensor w, Tensor b, Stream& s) override {
     enqueue(s, [=] { cpu::linear_forward(y, x, w, b); });

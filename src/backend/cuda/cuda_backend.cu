@@ -269,6 +269,17 @@ class CudaBackend final : public Backend {
     cuda::add(out, a, b, raw(s));
   }
 
+  // ---- the optimizer on the device ----
+  void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWParams& hp,
+             int64_t step, float grad_scale, Stream& s) override {
+    set_device();
+    cuda::adamw(p, m, v, g, w, adamw_consts(step, hp, grad_scale), raw(s));
+  }
+  void sum_squares(double* out, double* partials, Tensor x, Stream& s) override {
+    set_device();
+    cuda::sum_squares(out, partials, kSumSquaresPartials, x, raw(s));
+  }
+
   // ---- linear layers ----
   void linear_forward(Tensor y, Tensor x, Tensor w, Tensor bias, Stream& s) override {
     const char* op = "linear_forward";

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "core/tensor.h"
+#include "optim/adamw.h"
 
 namespace sf::cuda {
 
@@ -27,6 +28,13 @@ void rope(const char* op, Tensor x, Tensor positions, Tensor inv_freq, float sig
           cudaStream_t stream);
 // dbias[N] += Σ_rows dy[M, N] (F32), column by column in a fixed order: deterministic.
 void bias_grad(Tensor dbias, Tensor dy, cudaStream_t stream);
+
+// ---- optimizer (optimizer.cu) ----
+// One AdamW step with the scalars of adamw_consts: bit-identical with adamw_step_reference.
+void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor weights, const AdamWConsts& k,
+           cudaStream_t stream);
+// out[0] = Σ x² in double over partial_count fixed blocks (partials: that many doubles).
+void sum_squares(double* out, double* partials, int partial_count, Tensor x, cudaStream_t stream);
 
 // ---- embedding (embedding.cu) ----
 // The backward's device scratch, carved from one allocation of embedding_scratch_bytes(max_tokens,

@@ -1,4 +1,4 @@
-#include "engine/host_unit.h"
+#include "engine/unit_state.h"
 
 namespace sf {
 
@@ -6,9 +6,9 @@ namespace {
 size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 }  // namespace
 
-size_t HostUnit::state_bytes(int64_t numel) { return 3 * round_up(size_t(numel) * 4); }
+size_t UnitState::state_bytes(int64_t numel) { return 3 * round_up(size_t(numel) * 4); }
 
-size_t HostUnit::grad_bytes(int64_t numel, DType compute) {
+size_t UnitState::grad_bytes(int64_t numel, DType compute) {
   return round_up(size_t(numel) * dtype_size(compute));
 }
 
@@ -34,7 +34,7 @@ std::vector<UnitLayout> unit_layouts(const ModelSpec& spec) {
   return units;
 }
 
-void HostUnit::carve(void* state, void* g) {
+void UnitState::carve(void* state, void* g) {
   char* p = static_cast<char*>(state);
   const size_t n = round_up(size_t(layout.numel) * 4);
   master = reinterpret_cast<float*>(p);

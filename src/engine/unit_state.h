@@ -1,7 +1,9 @@
-// defines: sf::HostUnit — one unit's persistent training state in pinned host memory: fp32 master
-// weights and Adam m and v (12 B/param), and, where the plan holds them, the gradient of the last
-// backward (compute dtype). There is no compute-dtype copy of the weights: uploads read the fp32
-// master and the device casts it.
+// defines: sf::UnitState — one unit's persistent training state: fp32 master weights and Adam m
+// and v (12 B/param), in pinned host memory (updated by the CPU optimizer) or, for the plan's
+// GPU-resident share, in device memory (updated there by Backend::adamw); and, for host units
+// where the plan holds them, the gradient of the last backward (compute dtype). There is no
+// compute-dtype copy of the weights on the host: uploads read the fp32 master and the device
+// casts it.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +14,13 @@
 
 namespace sf {
 
-struct HostUnit {
+struct UnitState {
   UnitLayout layout;
   float* master = nullptr;
   float* m = nullptr;
   float* v = nullptr;
-  void* grad = nullptr;  // compute dtype, layout.numel elements
+  void* grad = nullptr;  // compute dtype, layout.numel elements (host units with clipping)
+  bool on_device = false;  // master, m, v are device memory: the device updates this unit
 
   static size_t state_bytes(int64_t numel);                // master, m, v
   static size_t grad_bytes(int64_t numel, DType compute);  // the gradient

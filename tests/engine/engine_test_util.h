@@ -1,0 +1,95 @@
+// defines: the engine tests' shared pieces (sf::test_engine): tiny random models, the test
+// batches, the options every training run uses and a CPU training run.
+#pragma once
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "model/init.h"
+#include "model/spec.h"
+#include "train/checkpoint.h"
+#include "train/data.h"
+
+namespace sf::test_engine {
+
+namespace fs = std::filesystem;
+
+inline fs::path tiny_model(const std::string& name, const std::string& arch, bool tied) {
+  fs::path dir = fs::temp_directory_path() / ("sf_engine_" + name);
+  fs::remove_all(dir);
+  TinyModelOptions o;
+  o.arch = arch;
+  o.hidden = 32;
+  o.layers = 5;
+  o.heads = 4;
+  o.kv_heads = 2;
+  o.intermediate = 48;
+  o.vocab = 97;
+  o.init_std = 0.1;
+  o.tie_word_embeddings = tied;
+  write_random_model(dir, o);
+  return dir;
+}
+
+inline Batch random_batch(uint64_t seed, int64_t vocab, std::vector<int> lengths) {
+  std::mt19937 rng{uint32_t(seed)};
+  std::vector<Sample> samples;
+  for (int len : lengths) {
+    Sample s;
+    for (int i = 0; i < len; ++i) s.ids.push_back(int32_t(rng() % uint32_t(vocab)));
+    s.labels = s.ids;
+    s.labels[size_t(len / 2)] = -100;
+    samples.push_back(s);
+  }
+  std::vector<const Sample*> p;
+  for (auto& s : samples) p.push_back(&s);
+  return pack_samples(p);
+}
+
+struct TrainRun {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> weights;
+};
+
+// The options every training run of these tests uses: steps of {13, 21, 7} tokens.
+inline EngineOptions run_options(int window, float max_grad_norm) {
+  EngineOptions opt;
+  opt.window = window;
+  opt.max_tokens = 64;
+  opt.max_sequences = 4;
+  opt.adamw = AdamWParams{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  opt.max_grad_norm = max_grad_norm;
+  return opt;
+}
+
+// `steps` steps of the alternating test batches; the losses and the first 8 values of every
+// tensor after them (all of them with `whole`).
+inline TrainRun train(const fs::path& dir, const EngineOptions& opt, int steps, bool whole = false) {
+  auto be = make_cpu_backend();
+  ModelSpec spec = load_model_spec(dir);
+  Engine e(*be, spec, opt);
+  load_model_weights(e, dir);
+  TrainRun r;
+  for (int s = 0; s < steps; ++s)
+    r.losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
+  e.visit_weights([&](const TensorDesc& d, const float* p) {
+    int64_t n = 1;
+    for (int64_t x : d.shape) n *= x;
+    r.weights.emplace_back(p, p + (whole ? n : 8));
+  });
+  return r;
+}
+
+inline TrainRun train(const fs::path& dir, int window, float max_grad_norm, int steps,
+                      int64_t micro_tokens = 0, int64_t grad_piece = 0) {
+  EngineOptions opt = run_options(window, max_grad_norm);
+  opt.micro_tokens = micro_tokens;
+  opt.grad_piece = grad_piece;
+  return train(dir, opt, steps);
+}
+
+}  // namespace sf::test_engine

@@ -1,0 +1,171 @@
+// The GPU-resident optimizer share on the CPU backend (its "device" is host memory, its adamw the
+// CPU's): a run with the embedding's and head's state on the device is bit-identical with the
+// all-host run — losses, gradient norms, every weight, with and without clipping (one that
+// bites), tied and untied — and its state round-trips through visit_state like the host's. The
+// plan puts the embedding first, then the head, where the budget holds them, and halves the
+// micro-batch for them only down to the saturating size.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "engine/plan.h"
+#include "engine_test_util.h"
+
+namespace sf {
+namespace {
+
+using namespace test_engine;
+
+EngineOptions with(DeviceOptimizer d, float clip) {
+  EngineOptions opt = run_options(2, clip);
+  opt.device_optimizer = d;
+  return opt;
+}
+
+TEST(DeviceOptimizer, IsBitIdenticalWithTheHostOptimizer) {
+  for (bool tied : {false, true}) {
+    const fs::path dir = tiny_model(tied ? "devopt_tied" : "devopt_untied", "llama", tied);
+    for (float clip : {0.0f, 1.0f, 0.05f}) {  // 0.05 bites: every update is scaled
+      const TrainRun host = train(dir, with(DeviceOptimizer::kOff, clip), 4, /*whole=*/true);
+      const TrainRun dev = train(dir, with(DeviceOptimizer::kAll, clip), 4, /*whole=*/true);
+      EXPECT_EQ(dev.losses, host.losses) << "tied " << tied << " clip " << clip;
+      ASSERT_EQ(dev.weights.size(), host.weights.size());
+      for (size_t k = 0; k < host.weights.size(); ++k)
+        EXPECT_EQ(dev.weights[k], host.weights[k]) << "tensor " << k << " clip " << clip;
+      EXPECT_LT(host.losses.back(), host.losses.front());
+    }
+  }
+}
+
+TEST(DeviceOptimizer, NormsGradientsAndPlanAgree) {
+  const fs::path dir = tiny_model("devopt_norm", "qwen2", false);
+  auto be = make_cpu_backend();
+  const ModelSpec spec = load_model_spec(dir);
+  Engine host(*be, spec, with(DeviceOptimizer::kOff, 1.0f));
+  Engine dev(*be, spec, with(DeviceOptimizer::kAll, 1.0f));
+  load_model_weights(host, dir);
+  load_model_weights(dev, dir);
+  const EnginePlan& p = dev.plan();
+  ASSERT_EQ(p.on_device.size(), size_t(dev.units()));
+  EXPECT_TRUE(p.on_device.front() && p.on_device.back());
+  const int64_t outer = dev.layout(0).numel + dev.layout(dev.units() - 1).numel;
+  EXPECT_EQ(p.device_params, outer);
+  EXPECT_EQ(host.plan().host.state - p.host.state,
+            UnitState::state_bytes(dev.layout(0).numel) +
+                UnitState::state_bytes(dev.layout(dev.units() - 1).numel));
+  EXPECT_EQ(p.device.optimizer, host.plan().host.state - p.host.state);
+  EXPECT_GT(p.host.state_copy, 0u);
+  EXPECT_NE(p.describe().find("updated on the device (embedding, head)"), std::string::npos)
+      << p.describe();
+  for (int s = 0; s < 2; ++s) {
+    const Batch b = random_batch(uint64_t(s), spec.vocab, {13, 21, 7});
+    const StepResult a = host.step(b, 1e-2f), c = dev.step(b, 1e-2f);
+    EXPECT_EQ(a.loss, c.loss);
+    EXPECT_EQ(a.grad_norm, c.grad_norm);  // the device's Σ g² is the CPU's sum_squares here
+  }
+  for (const char* name : {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
+                           "model.layers.0.mlp.up_proj.weight"})
+    EXPECT_EQ(dev.gradient(name), host.gradient(name)) << name;
+  const Batch b = random_batch(5, spec.vocab, {9, 30});
+  EXPECT_EQ(dev.evaluate(b).loss_sum, host.evaluate(b).loss_sum);
+}
+
+TEST(DeviceOptimizer, StateRoundTripContinuesBitIdentically) {
+  const fs::path dir = tiny_model("devopt_resume", "mistral", false);
+  const EngineOptions opt = with(DeviceOptimizer::kAll, 0.0f);
+  const TrainRun whole = train(dir, opt, 5, /*whole=*/true);
+  auto be = make_cpu_backend();
+  const ModelSpec spec = load_model_spec(dir);
+  std::vector<std::vector<float>> saved;
+  std::vector<double> losses;
+  {
+    Engine e(*be, spec, opt);
+    load_model_weights(e, dir);
+    for (int s = 0; s < 3; ++s)
+      losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
+    e.visit_state([&](const TensorState& t) {
+      for (const float* a : {t.master, t.m, t.v}) saved.emplace_back(a, a + t.numel);
+    });
+  }
+  Engine e(*be, spec, with(DeviceOptimizer::kOff, 0.0f));  // a host-only run resumes it
+  size_t k = 0;
+  e.visit_state([&](const TensorState& t) {
+    for (float* a : {t.master, t.m, t.v}) std::copy(saved[k].begin(), saved[k].end(), a), ++k;
+  });
+  e.set_steps_done(3);
+  for (int s = 3; s < 5; ++s)
+    losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
+  EXPECT_EQ(losses, whole.losses);
+  size_t t = 0;
+  e.visit_weights([&](const TensorDesc&, const float* p) {
+    ASSERT_LT(t, whole.weights.size());
+    EXPECT_TRUE(std::equal(whole.weights[t].begin(), whole.weights[t].end(), p)) << "tensor " << t;
+    ++t;
+  });
+}
+
+TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) {
+  const fs::path dir = tiny_model("devopt_plan", "llama", false);
+  PlanRequest r;
+  r.spec = load_model_spec(dir);
+  r.dtype = DType::kBF16;
+  r.max_tokens = 4096;
+  r.max_sequences = 16;
+  r.max_sample_tokens = 256;
+  r.device_optimizer = DeviceOptimizer::kOff;
+  const EnginePlan off = make_plan(r);
+  const std::vector<UnitLayout> units = unit_layouts(r.spec);
+  const uint64_t embed = UnitState::state_bytes(units.front().numel);
+  const uint64_t head = UnitState::state_bytes(units.back().numel);
+  r.device_optimizer = DeviceOptimizer::kAuto;
+  EXPECT_EQ(make_plan(r).device_params, 0);  // no budget: nothing on the device
+  auto with_budget = [&](uint64_t b) {
+    r.gpu_budget = b;
+    return make_plan(r);
+  };
+  const EnginePlan none = with_budget(off.device_total() + embed - 256);
+  EXPECT_EQ(none.device_params, 0);
+  EXPECT_EQ(none.micro_tokens, 4096);  // T ≤ 16k: M is not traded
+  const EnginePlan one = with_budget(off.device_total() + embed + 512);
+  EXPECT_TRUE(one.on_device.front());
+  EXPECT_FALSE(one.on_device.back());
+  EXPECT_EQ(one.host.state, off.host.state - embed);
+  EXPECT_LE(one.device_total(), r.gpu_budget);
+  const EnginePlan both = with_budget(off.device_total() + embed + head + 512);
+  EXPECT_TRUE(both.on_device.front() && both.on_device.back());
+  EXPECT_EQ(both.device.optimizer, embed + head);
+  // kAll with a budget that cannot hold it: refused, naming the budget that would.
+  r.device_optimizer = DeviceOptimizer::kAll;
+  r.gpu_budget = off.device_total();
+  EXPECT_THROW(make_plan(r), Error);
+
+  // A long step: M halves for the embedding's state, but not below 16k tokens. (A large
+  // vocabulary makes the embedding's state outweigh the workspaces' growth from M to 2M.)
+  r.spec.vocab = 400000;
+  r.max_tokens = 65536;
+  r.max_sequences = 64;
+  std::vector<bool> embed_only(units.size(), false);
+  embed_only.front() = true;
+  auto total = [&](int64_t m, bool with_embed) {
+    PlanRequest q = r;
+    q.gpu_budget = 0;
+    q.micro_tokens = m;
+    q.on_device = with_embed ? embed_only : std::vector<bool>{};
+    q.device_optimizer = DeviceOptimizer::kOff;
+    return make_plan(q).device_total();
+  };
+  r.device_optimizer = DeviceOptimizer::kAuto;
+  r.micro_tokens = 0;
+  r.gpu_budget = total(32768, true);
+  ASSERT_LE(total(65536, false), r.gpu_budget);  // M = T fits alone: the trade is the plan's
+  const EnginePlan traded = make_plan(r);
+  EXPECT_TRUE(traded.on_device.front());
+  EXPECT_EQ(traded.micro_tokens, 32768);
+  r.gpu_budget = total(8192, true);  // the embedding would need M = 8192 < 16384
+  ASSERT_LE(total(16384, false), r.gpu_budget);
+  const EnginePlan floor = make_plan(r);
+  EXPECT_FALSE(floor.on_device.front());
+  EXPECT_GE(floor.micro_tokens, 16384);
+}
+
+}  // namespace
+}  // namespace sf
