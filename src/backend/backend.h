@@ -153,6 +153,12 @@ class Backend {
                                   Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens,
                                   float scale, Stream& s) = 0;
 
+  // ---- attention of new queries against a key/value cache (decoding, no backward) ----
+  // One sequence of Tk tokens whose last Tq are the queries: q[Tq,NH,D], k/v[Tk,NKV,D] (the
+  // cache's first Tk rows, Tk >= Tq >= 1), out[Tq,NH,D]; query i sees keys 0 .. Tk-Tq+i.
+  virtual void attention_decode(Tensor out, Tensor q, Tensor k, Tensor v, float scale,
+                                Stream& s) = 0;
+
   // ---- SwiGLU: out = silu(gate) · up ----
   virtual void swiglu_forward(Tensor out, Tensor gate, Tensor up, Stream& s) = 0;
   virtual void swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up,

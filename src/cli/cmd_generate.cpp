@@ -1,34 +1,69 @@
 // `slideformer generate --model DIR [--chat] --prompt TEXT | --messages FILE
 //  [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--tokenizer DIR]
-//  [--chat-template NAME|FILE] [--backend auto|cpu|cuda] [--print-ids]`
-// Greedy (the default, temperature 0) or sampled decoding from a model directory, through its
-// chat template with --chat / --messages; the new text on stdout. See train/generate.h.
+//  [--chat-template NAME|FILE] [--backend auto|cpu|cuda] [--gpu-memory SIZE] [--print-ids]
+//  [--prompt-ids 1,2,3 instead of a text prompt]`
+// Greedy (the default, temperature 0) or sampled decoding from a model directory with a KV cache,
+// through its chat template with --chat / --messages; the new text on stdout, where the layers
+// live (resident or streamed) on stderr. See train/generate.h and engine/decode.h.
+#include <algorithm>
+#include <climits>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/size_parse.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
-#include "engine/engine.h"
 #include "model/spec.h"
-#include "train/run_setup.h"
-#include "train/checkpoint.h"
 #include "train/config_file.h"
 #include "train/generate.h"
-#include "train/trainer.h"
+#include "train/run_setup.h"
 
 namespace sf {
+namespace {
+
+// Prompt tokens one pass of the decoder takes: longer prompts run in several (each against the
+// cache of the ones before), so the workspaces stay those of 512 tokens whatever the prompt.
+constexpr int64_t kPrefillChunk = 512;
+
+// "1,2,3" (spaces allowed); each a token id (checked against the vocabulary by the decoder).
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    while (used < item.size() && item[used] == ' ') ++used;
+    SF_CHECK(used == item.size() && !item.empty() && v >= 0 && v < INT32_MAX,
+             "generate: --prompt-ids takes token ids separated by commas (1,2,3); '", item,
+             "' is not one");
+    ids.push_back(int32_t(v));
+    at = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace
 
 int cmd_generate(const std::vector<std::string>& argv) {
   Args a(argv,
          {"model", "tokenizer", "prompt", "messages", "max-new-tokens", "temperature", "top-p",
-          "seed", "chat-template", "backend"},
+          "seed", "chat-template", "backend", "gpu-memory", "prompt-ids"},
          {"chat", "print-ids"}, "generate");
   const std::filesystem::path model = a.required("model");
-  SF_CHECK(a.has("prompt") != a.has("messages"), "generate: give --prompt TEXT or --messages FILE");
+  SF_CHECK(int(a.has("prompt")) + int(a.has("messages")) + int(a.has("prompt-ids")) == 1,
+           "generate: give one of --prompt TEXT, --messages FILE or --prompt-ids 1,2,3");
   GenerateOptions o;
   o.max_new_tokens = a.integer("max-new-tokens", o.max_new_tokens);
   SF_CHECK(o.max_new_tokens >= 1 && o.max_new_tokens <= (1 << 20),
@@ -45,11 +80,16 @@ int cmd_generate(const std::vector<std::string>& argv) {
       a.has("tokenizer") ? std::filesystem::path(a.str("tokenizer", "")) : model;
   std::optional<Tokenizer> tok;
   if (std::filesystem::exists(tok_dir / "tokenizer.json")) tok = Tokenizer::load(tok_dir);
-  SF_CHECK(tok || spec.vocab == 256, "generate: no tokenizer.json in ", tok_dir.string(),
-           " and the vocabulary is ", spec.vocab, " tokens: give --tokenizer DIR");
+  // Ids in and ids out need no tokenizer; anything with text does.
+  SF_CHECK(tok || spec.vocab == 256 || (a.has("prompt-ids") && a.flag("print-ids")),
+           "generate: no tokenizer.json in ", tok_dir.string(), " and the vocabulary is ",
+           spec.vocab, " tokens: give --tokenizer DIR (or --prompt-ids with --print-ids)");
   std::vector<int32_t> prompt;
   const bool chat = a.flag("chat") || a.has("messages");
-  if (chat) {
+  SF_CHECK(!chat || !a.has("prompt-ids"), "generate: --chat renders text: use --prompt TEXT");
+  if (a.has("prompt-ids")) {
+    prompt = parse_ids(a.str("prompt-ids", ""));
+  } else if (chat) {
     SF_CHECK(tok, "generate: --chat needs a tokenizer (and its chat template)");
     nlohmann::ordered_json messages;
     if (a.has("messages")) {
@@ -73,15 +113,15 @@ int cmd_generate(const std::vector<std::string>& argv) {
   }
   SF_CHECK(!prompt.empty(), "generate: the prompt is empty");
 
-  auto backend =
-      make_backend(a.str("backend", "auto"), spec, int64_t(prompt.size()) + o.max_new_tokens);
-  EngineOptions opt;
-  opt.window = 1;
-  opt.max_tokens = int64_t(prompt.size()) + o.max_new_tokens;
-  opt.max_sequences = 1;
-  Engine engine(*backend, spec, opt);
-  load_model_weights(engine, model);
-  const std::vector<int32_t> ids = generate_tokens(engine, prompt, o);
+  DecoderOptions dopt;
+  dopt.max_tokens = int64_t(prompt.size()) + o.max_new_tokens;
+  dopt.prefill_chunk = std::min(dopt.max_tokens, kPrefillChunk);
+  if (a.has("gpu-memory")) dopt.device_budget = parse_size(a.str("gpu-memory", ""), "--gpu-memory");
+  // The backend's own workspaces (attention, the fused head's chunks) are sized for one pass.
+  auto backend = make_backend(a.str("backend", "auto"), spec, dopt.prefill_chunk);
+  const std::unique_ptr<Decoder> decoder = load_decoder(*backend, model, dopt);
+  std::cerr << decoder->summary() << "\n";
+  const std::vector<int32_t> ids = generate_tokens(*decoder, prompt, o);
   if (a.flag("print-ids")) {
     std::cout << "{\"prompt_ids\": " << nlohmann::json(prompt).dump()
               << ", \"new_ids\": " << nlohmann::json(ids).dump() << "}\n";

@@ -53,6 +53,7 @@ struct TrainConfig {
   int64_t logging_steps = 10;         // lines per N steps when stdout is not a terminal
   std::string report_to = "none";     // none | tensorboard
   std::filesystem::path logging_dir;  // TensorBoard events; empty: OUTPUT/runs
+  double peak_tflops = 0;             // the MFU's peak; 0: the device's (none on the CPU)
   // engine
   int window = 2;
   uint64_t gpu_memory = 0;         // device budget for everything; 0: the whole device

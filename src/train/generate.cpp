@@ -7,8 +7,9 @@
 #include <random>
 
 #include "core/error.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
 #include "train/config_file.h"
-#include "train/data.h"
 
 namespace sf {
 
@@ -37,32 +38,44 @@ int32_t pick_token(const float* logits, int64_t vocab, double temperature, doubl
   return order[keep - 1];
 }
 
-std::vector<int32_t> generate_tokens(Engine& engine, const std::vector<int32_t>& prompt,
+std::vector<int32_t> generate_tokens(Decoder& decoder, const std::vector<int32_t>& prompt,
                                      const GenerateOptions& o) {
   SF_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
   SF_CHECK(o.max_new_tokens >= 1, "generate: --max-new-tokens must be at least 1");
   SF_CHECK(o.temperature >= 0 && std::isfinite(o.temperature), "generate: --temperature must be ",
            ">= 0 (0: greedy), got ", o.temperature);
   SF_CHECK(o.top_p > 0 && o.top_p <= 1, "generate: --top-p must be in (0, 1], got ", o.top_p);
-  const int64_t V = engine.spec().vocab;
+  SF_CHECK(int64_t(prompt.size()) + o.max_new_tokens <= decoder.capacity(), "generate: the ",
+           prompt.size(), " prompt tokens and ", o.max_new_tokens, " new ones exceed the ",
+           decoder.capacity(), " the decoder was made for");
+  const int64_t V = decoder.spec().vocab;
   std::mt19937_64 rng(o.seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  Sample s;
-  s.ids = prompt;
+  decoder.reset();
+  std::vector<float> logits = decoder.forward(prompt);
   std::vector<int32_t> out;
-  for (int64_t n = 0; n < o.max_new_tokens; ++n) {
-    s.labels = s.ids;
-    const std::vector<float> logits = engine.logits(pack_samples({&s}));
-    const float* last = logits.data() + (int64_t(s.ids.size()) - 1) * V;
+  for (int64_t n = 0;; ++n) {
     for (int64_t i = 0; i < V; ++i)
-      SF_CHECK(std::isfinite(last[i]), "generate: the logits at position ", s.ids.size() - 1,
-               " are not finite (token ", i, ": ", last[i], "): the model's weights overflow");
-    const int32_t next = pick_token(last, V, o.temperature, o.top_p, u(rng));
+      SF_CHECK(std::isfinite(logits[size_t(i)]), "generate: the logits at position ",
+               decoder.length() - 1, " are not finite (token ", i, ": ", logits[size_t(i)],
+               "): the model's weights overflow");
+    const int32_t next = pick_token(logits.data(), V, o.temperature, o.top_p, u(rng));
     out.push_back(next);
-    s.ids.push_back(next);
+    if (n + 1 == o.max_new_tokens) break;
     if (std::find(o.eos_ids.begin(), o.eos_ids.end(), next) != o.eos_ids.end()) break;
+    logits = decoder.forward({next});
   }
   return out;
+}
+
+std::unique_ptr<Decoder> load_decoder(Backend& backend, const std::filesystem::path& model_dir,
+                                      const DecoderOptions& options) {
+  const ModelSpec spec = load_model_spec(model_dir);
+  SafetensorsReader reader(model_dir);
+  check_checkpoint_tensors(reader, spec);
+  return std::make_unique<Decoder>(backend, spec, options, [&](const TensorDesc& desc, float* dst) {
+    load_tensor_f32(reader, desc, dst);
+  });
 }
 
 std::vector<int32_t> eos_token_ids(const std::filesystem::path& model_dir) {

@@ -263,6 +263,12 @@ std::vector<OptionSpec> make_options() {
       {"logging_dir", {}, Type::kPath, "where TensorBoard event files go (default: OUTPUT/runs)",
        "a directory", {}, "evaluation and logging", SF_SET { c.logging_dir = v; },
        SF_GET { return c.logging_dir.string(); }},
+      {"peak_tflops", {}, Type::kFloat,
+       "bf16 dense peak of the device for the progress line's MFU (0: from the GPU's name, or "
+       "SMs × clock; none on the CPU)",
+       "number in [0, 1e6]", {}, "evaluation and logging",
+       SF_SET { c.peak_tflops = parse_number(v, w, 0, 1e6, false, false); },
+       SF_GET { return num(c.peak_tflops); }},
       // ---- engine ----
       {"window", {}, Type::kInt, "decoder layers resident on the device at once",
        "integer in [1, 4096]", {}, "engine", SF_SET { c.window = int(parse_int(v, w, 1, 4096)); },

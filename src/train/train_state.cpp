@@ -41,7 +41,8 @@ const std::set<std::string> kResumeMayChange = {"output_dir",
                                                 "no_save",
                                                 "save_dtype",
                                                 "report_to",
-                                                "logging_dir"};
+                                                "logging_dir",
+                                                "peak_tflops"};
 
 // Side files a Hugging Face model directory carries besides config.json and the weights.
 const char* const kTokenizerFiles[] = {"tokenizer.json",

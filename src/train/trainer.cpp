@@ -184,6 +184,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   Progress progress(log, terminal, c.logging_steps, plan.total_steps, plan.epochs,
                     c.output_dir.empty() ? fs::path() : c.output_dir / "metrics.jsonl", start_step,
                     tensorboard ? &*tensorboard : nullptr);
+  const PeakFlops peak = bf16_peak(*backend, c.peak_tflops);
+  log << "MFU against " << peak.source << "\n";
+  progress.set_device(peak.flops, [&backend] { return backend->device_memory(); });
   TrainSummary sum;
   sum.total_steps = plan.total_steps;
   sum.steps_per_epoch = plan.steps_per_epoch;
@@ -222,7 +225,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.step(StepReport{s + 1, batcher.epoch_progress(), r.loss, r.grad_norm, lr, b.tokens(),
-                             r.valid_targets, secs});
+                             r.valid_targets, secs, model_flops(spec, b)});
     if (sum.losses.empty()) sum.first_loss = r.loss;
     sum.losses.push_back(r.loss);
     sum.last_loss = r.loss;

@@ -234,6 +234,9 @@ class CpuBackend final : public Backend {
                           Tensor o, Tensor lse, Tensor cu, float scale, Stream& s) override {
     enqueue(s, [=] { cpu::attention_backward(dq, dk, dv, d, q, k, v, o, lse, cu, scale); });
   }
+  void attention_decode(Tensor o, Tensor q, Tensor k, Tensor v, float scale, Stream& s) override {
+    enqueue(s, [=] { cpu::attention_decode(o, q, k, v, scale); });
+  }
   void swiglu_forward(Tensor o, Tensor g, Tensor u, Stream& s) override {
     enqueue(s, [=] { cpu::swiglu_forward(o, g, u); });
   }

@@ -33,6 +33,8 @@ void attention_forward(Tensor out, Tensor lse, Tensor q, Tensor k, Tensor v, Ten
 void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, Tensor k,
                         Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens, float scale);
 
+void attention_decode(Tensor out, Tensor q, Tensor k, Tensor v, float scale);  // attention_decode.cpp
+
 void swiglu_forward(Tensor out, Tensor gate, Tensor up);
 void swiglu_backward(Tensor dgate, Tensor dup, Tensor dout, Tensor gate, Tensor up);
 

@@ -396,6 +396,12 @@ class CudaBackend final : public Backend {
                              delta_.as<float>(), delta_cap_, raw(s));
   }
 
+  void attention_decode(Tensor out, Tensor q, Tensor k, Tensor v, float scale,
+                        Stream& s) override {
+    set_device();
+    cuda::attention_decode(out, q, k, v, scale, raw(s));
+  }
+
   // ---- SwiGLU ----
   void swiglu_forward(Tensor out, Tensor gate, Tensor up, Stream& s) override {
     set_device();

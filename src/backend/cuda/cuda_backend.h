@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "backend/backend.h"
 
@@ -41,6 +42,14 @@ size_t cuda_backend_scratch_bytes(const CudaBackendOptions& options);
 // Device memory in use (by every process) and in total on `device`, creating this process's
 // context there if it has none; zeros without CUDA.
 DeviceMemoryInfo cuda_device_memory(int device);
+
+// What a device's bf16 peak is estimated from where its name is not in a table (train/progress):
+// its name, SM count, boost clock and compute capability; name empty without CUDA.
+struct CudaDeviceProperties {
+  std::string name;
+  int sm_count = 0, clock_khz = 0, major = 0, minor = 0;
+};
+CudaDeviceProperties cuda_device_properties(int device);  // device_properties.cu
 
 // Number of usable CUDA devices: 0 when built without CUDA, with no driver or no GPU; never throws.
 int cuda_device_count();

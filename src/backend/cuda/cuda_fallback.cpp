@@ -17,6 +17,7 @@ size_t cuda_backend_scratch_bytes(const CudaBackendOptions&) { return 0; }
 DeviceMemoryInfo cuda_device_memory(int) { return {}; }
 
 int cuda_device_count() { return 0; }
+CudaDeviceProperties cuda_device_properties(int) { return {}; }
 
 void* cuda_stream_handle(Stream&) {
   SF_FAIL("cuda_stream_handle: SlideFormer was built without CUDA");

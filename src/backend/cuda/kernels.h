@@ -88,6 +88,9 @@ void attention_backward(Tensor dq, Tensor dk, Tensor dv, Tensor dout, Tensor q, 
                         Tensor out, Tensor lse, Tensor cu_seqlens, float scale, float* delta,
                         int64_t delta_capacity, cudaStream_t stream);
 
+// ---- attention against a KV cache (attention_decode.cu): q[Tq,NH,D], k/v[Tk,NKV,D], D <= 256 ----
+void attention_decode(Tensor out, Tensor q, Tensor k, Tensor v, float scale, cudaStream_t stream);
+
 // ---- the fused head: linear + cross-entropy (cross_entropy.cu) ----
 class Gemm;
 // Rows of the head's workspace: `chunk` rows of BF16 dlogits [chunk, V] (the K of the dx/dW
