@@ -280,6 +280,16 @@ std::vector<std::string> SafetensorsReader::names() const {
   return out;  // std::map keeps them sorted
 }
 
+void SafetensorsReader::release(const std::string& name) const {
+  const TensorInfo& t = get(name);
+  if (t.bytes == 0) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data) + t.bytes + page - 1) / page * page;
+  // Advice only: a failure leaves the pages where they are, which is correct, just larger.
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 void SafetensorsReader::read_f32(const std::string& name, float* dst, size_t count) const {
   const TensorInfo& t = get(name);
   const size_t n = t.bytes / dtype_size(t.dtype);

@@ -37,6 +37,11 @@ class SafetensorsReader {
   std::vector<std::string> names() const;                // sorted
   // Copies a tensor into dst as F32 (from BF16, F16 or F32), checking the element count.
   void read_f32(const std::string& name, float* dst, size_t count) const;
+  // Drops the tensor's pages from this process's memory once it has been read: a mapped page
+  // counts in the process's RSS until unmapped, so reading a 16 GB checkpoint would otherwise
+  // hold 16 GB beside the training state. The data stays valid (a later read faults it back in
+  // from the page cache or the file); pages shared with a neighbouring tensor are dropped too.
+  void release(const std::string& name) const;
   // What the reader was opened on (for error messages that name the checkpoint).
   const std::filesystem::path& path() const { return path_; }
 

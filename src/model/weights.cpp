@@ -122,6 +122,7 @@ void load_tensor_f32(const SafetensorsReader& reader, const TensorDesc& desc, fl
       }
     }
   });
+  reader.release(desc.name);  // read once: its mapped pages need not stay in this process
   const int64_t bad = first_bad.load();
   SF_CHECK(bad == n, "tensor '", desc.name, "' in ", t.file.string(), " holds ", dst[bad],
            " at element ", bad, " (of ", n,

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "io/safetensors.h"
 
 namespace sf {
@@ -258,6 +259,35 @@ TEST_F(SafetensorsTest, FailedWriteLeavesNoFiles) {
   // A path below a regular file cannot be created.
   std::ofstream(dir_ / "file") << "x";
   EXPECT_THROW(write_safetensors(dir_ / "file" / "sub", ts), Error);
+}
+
+}  // namespace
+}  // namespace sf
+
+namespace sf {
+namespace {
+
+// Reading a tensor faults its mapped pages into the process (they count in RSS); release() drops
+// them, and the data reads back the same afterwards (from the page cache or the file).
+TEST(SafetensorsRelease, DropsTheTensorsPagesFromTheProcess) {
+  const fs::path dir = fs::temp_directory_path() / ("sf_st_release_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const int64_t n = int64_t(32) << 20;  // 128 MiB of F32
+  std::vector<float> data(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) data[size_t(i)] = float(i % 1000) * 0.5f;
+  write_safetensors_file(dir / "model.safetensors", {{"w", {n}, data.data()}}, DType::kF32);
+  data.assign(data.size(), 0.0f);
+  SafetensorsReader r(dir / "model.safetensors");
+  const TensorInfo& t = r.get("w");
+  double sum = 0;
+  for (size_t i = 0; i < t.bytes; i += 4096) sum += static_cast<const uint8_t*>(t.data)[i];
+  const uint64_t touched = process_memory().rss;
+  r.release("w");
+  const uint64_t released = process_memory().rss;
+  EXPECT_GT(touched, released + (uint64_t(100) << 20)) << "sum " << sum;  // ≥ 100 of 128 MiB
+  r.read_f32("w", data.data(), size_t(n));
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(data[size_t(i)], float(i % 1000) * 0.5f);
+  fs::remove_all(dir);
 }
 
 }  // namespace
