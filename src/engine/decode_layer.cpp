@@ -2,25 +2,10 @@
 
 #include <cmath>
 
+#include "core/carver.h"
+
 namespace sf {
 namespace {
-
-// Consecutive 256-byte aligned tensors out of one buffer (or only the size, base == null).
-class Carver {
- public:
-  explicit Carver(void* base) : base_(static_cast<char*>(base)) {}
-  Tensor take(DType dt, std::initializer_list<int64_t> dims) {
-    Tensor t(nullptr, dt, dims);
-    if (base_) t.data = base_ + used_;
-    used_ += (t.bytes() + 255) / 256 * 256;
-    return t;
-  }
-  size_t used() const { return used_; }
-
- private:
-  char* base_;
-  size_t used_ = 0;
-};
 
 DecodeWorkspace carve_decode(const ModelSpec& m, int64_t T, DType dt, void* base, size_t* bytes) {
   Carver c(base);

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "core/carver.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "engine/unit_state.h"
@@ -12,22 +13,6 @@
 
 namespace sf {
 namespace {
-
-// Bump allocator: 256-byte aligned pieces of one buffer (or only their sizes, base == null).
-class Bump {
- public:
-  explicit Bump(void* base) : base_(static_cast<char*>(base)) {}
-  void* take(size_t bytes) {
-    void* p = base_ ? base_ + used_ : nullptr;
-    used_ += (bytes + 255) / 256 * 256;
-    return p;
-  }
-  size_t used() const { return used_; }
-
- private:
-  char* base_;
-  size_t used_ = 0;
-};
 
 // H2D tiles of 16 Mi fp32 elements (64 MiB): the cast on the device that follows each copy takes
 // ~2 % of the copy's time at PCIe rates, and the tile is < 1 % of a 24 GiB budget.
@@ -77,7 +62,7 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   const int64_t outer_n = outer_layout(spec).numel;
   const int64_t layer_n = spec.layers > 0 ? layer_layout(spec, 0).numel : 0;
   const int64_t T = d.tokens, C = spec.hidden;
-  Bump b(base);
+  Carver b(base);
   DeviceParts p;
   DeviceBytes n;
   size_t mark = 0;
@@ -85,45 +70,45 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
     *field = b.used() - mark;
     mark = b.used();
   };
-  p.outer_params = b.take(size_t(outer_n) * dsz);
+  p.outer_params = b.take_bytes(size_t(outer_n) * dsz);
   // fp32 gradients (and their compute-dtype stage) of the embedding and of the head: untied, the
   // two are never live at once — the head's are sent right after the head, the embedding's are
   // formed at the very end — so they share one buffer; tied, the head adds into the embedding's.
   const int64_t grads_n =
       outer_grad_elems(spec, outer_grads_separate(spec, d.on_device, d.clipping));
-  p.outer_grads = static_cast<float*>(b.take(size_t(grads_n) * 4));
-  p.outer_stage = dt != DType::kF32 ? b.take(size_t(grads_n) * dsz) : nullptr;
+  p.outer_grads = static_cast<float*>(b.take_bytes(size_t(grads_n) * 4));
+  p.outer_stage = dt != DType::kF32 ? b.take_bytes(size_t(grads_n) * dsz) : nullptr;
   section(&n.outer);
   p.slots.resize(size_t(d.window));
   for (auto& s : p.slots) {
-    s.params = b.take(size_t(layer_n) * dsz);
-    s.grads = static_cast<float*>(b.take(size_t(layer_n) * 4));
-    s.stage = dt != DType::kF32 ? b.take(size_t(layer_n) * dsz) : nullptr;
+    s.params = b.take_bytes(size_t(layer_n) * dsz);
+    s.grads = static_cast<float*>(b.take_bytes(size_t(layer_n) * 4));
+    s.stage = dt != DType::kF32 ? b.take_bytes(size_t(layer_n) * dsz) : nullptr;
   }
   section(&n.slots);
-  p.upload = static_cast<float*>(b.take(size_t(d.upload_tile) * 4));
+  p.upload = static_cast<float*>(b.take_bytes(size_t(d.upload_tile) * 4));
   section(&n.upload);
-  p.batch = b.take(size_t(batch_ints(T, d.sequences)) * 4);
-  p.inv_freq = static_cast<float*>(b.take(size_t(spec.head_dim / 2) * 4));
-  p.loss = static_cast<float*>(b.take(4));
-  p.pad_row = static_cast<float*>(b.take(size_t(C) * 4));
+  p.batch = b.take_bytes(size_t(batch_ints(T, d.sequences)) * 4);
+  p.inv_freq = static_cast<float*>(b.take_bytes(size_t(spec.head_dim / 2) * 4));
+  p.loss = static_cast<float*>(b.take_bytes(4));
+  p.pad_row = static_cast<float*>(b.take_bytes(size_t(C) * 4));
   const std::vector<UnitLayout> units = unit_layouts(spec);
   if (!d.on_device.empty())
     p.sumsq = static_cast<double*>(
-        b.take((units.size() + Backend::kSumSquaresPartials) * sizeof(double)));
+        b.take_bytes((units.size() + Backend::kSumSquaresPartials) * sizeof(double)));
   section(&n.batch);
   for (int k = 0; k < 2; ++k) {
-    p.act[k] = b.take(size_t(T * C) * dsz);
-    p.restore[k] = b.take(size_t(T * C) * dsz);
+    p.act[k] = b.take_bytes(size_t(T * C) * dsz);
+    p.restore[k] = b.take_bytes(size_t(T * C) * dsz);
   }
-  p.grad = b.take(size_t(T * C) * dsz);
+  p.grad = b.take_bytes(size_t(T * C) * dsz);
   section(&n.activations);
-  p.workspace = b.take(LayerWorkspace::bytes_needed(spec, d.micro_tokens, dt));
-  p.head_workspace = b.take(HeadWorkspace::bytes_needed(spec, d.micro_tokens, dt));
+  p.workspace = b.take_bytes(LayerWorkspace::bytes_needed(spec, d.micro_tokens, dt));
+  p.head_workspace = b.take_bytes(HeadWorkspace::bytes_needed(spec, d.micro_tokens, dt));
   section(&n.workspace);
   p.unit_state.assign(units.size(), nullptr);
   for (size_t u = 0; u < d.on_device.size() && u < units.size(); ++u)
-    if (d.on_device[u]) p.unit_state[u] = b.take(UnitState::state_bytes(units[u].numel));
+    if (d.on_device[u]) p.unit_state[u] = b.take_bytes(UnitState::state_bytes(units[u].numel));
   section(&n.optimizer);
   if (bytes) *bytes = n;
   return p;
