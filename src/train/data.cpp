@@ -74,6 +74,19 @@ void Batcher::new_epoch() {
   if (shuffle_) std::shuffle(order_.begin(), order_.end(), rng_);
   cursor_ = 0;
   ++epoch_;
+  epoch_steps_ = count_steps(order_.size());
+  steps_taken_ = 0;
+}
+
+int64_t Batcher::count_steps(size_t end) const {
+  if (token_budget_ <= 0) {
+    const size_t per_step = size_t(batch_size_ * accum_);
+    return int64_t((end + per_step - 1) / per_step);
+  }
+  int64_t steps = 0;
+  for (size_t cursor = 0; cursor < end; ++steps)
+    for (int64_t g = 0; g < accum_ && cursor < order_.size(); ++g) next_micro_batch(cursor);
+  return steps;
 }
 
 std::vector<const Sample*> Batcher::next_micro_batch(size_t& cursor) const {
@@ -101,22 +114,12 @@ Batch Batcher::next() {
     auto micro = next_micro_batch(cursor_);
     step.insert(step.end(), micro.begin(), micro.end());
   }
+  ++steps_taken_;
   return pack_samples(step);
 }
 
 double Batcher::epoch_progress() const {
-  return double(epoch_ - 1) + double(cursor_) / double(order_.size());
-}
-
-int64_t Batcher::steps_per_epoch() const {
-  if (token_budget_ <= 0) {
-    const int64_t per_step = batch_size_ * accum_;
-    return (int64_t(order_.size()) + per_step - 1) / per_step;
-  }
-  int64_t steps = 0;
-  for (size_t cursor = 0; cursor < order_.size(); ++steps)
-    for (int64_t g = 0; g < accum_ && cursor < order_.size(); ++g) next_micro_batch(cursor);
-  return steps;
+  return double(epoch_ - 1) + double(steps_taken_) / double(epoch_steps_);
 }
 
 int64_t Batcher::max_tokens() const {
@@ -190,6 +193,8 @@ void Batcher::restore_state(const std::string& state) {
   cursor_ = cursor;
   epoch_ = epoch;
   rng_ = rng;
+  epoch_steps_ = count_steps(order_.size());
+  steps_taken_ = count_steps(cursor_);
 }
 
 std::vector<Batch> make_eval_batches(const std::vector<Sample>& samples, int64_t batch_size) {

@@ -34,9 +34,10 @@ class Batcher {
           int64_t token_budget = 0, int64_t accum = 1);
   Batch next();
   int64_t epoch() const { return epoch_; }  // 1-based: the epoch the next step comes from
-  // Epochs done, fractional: (epoch - 1) + the share of this epoch's samples already taken.
+  // Epochs done, fractional, counted in steps as transformers' Trainer does: (epoch - 1) + the
+  // steps of this epoch already taken / its steps (so max_steps = k steps is k / steps_per_epoch).
   double epoch_progress() const;
-  int64_t steps_per_epoch() const;  // of the current epoch's order (packing: counted)
+  int64_t steps_per_epoch() const { return epoch_steps_; }  // of the current epoch's order
   int64_t samples() const { return int64_t(samples_->size()); }
   int64_t max_tokens() const;     // of any batch this batcher can produce
   int64_t max_sequences() const;  // samples in any batch
@@ -50,6 +51,7 @@ class Batcher {
 
  private:
   void new_epoch();
+  int64_t count_steps(size_t end) const;  // steps of the current order that end at or before `end`
   uint64_t fingerprint() const;
   std::vector<const Sample*> next_micro_batch(size_t& cursor) const;
   std::shared_ptr<const std::vector<Sample>> samples_;
@@ -61,6 +63,8 @@ class Batcher {
   bool shuffle_;
   std::mt19937_64 rng_;
   int64_t epoch_ = 0;
+  int64_t epoch_steps_ = 0;  // steps in the current epoch (packing: counted on its order)
+  int64_t steps_taken_ = 0;  // of them, already taken
 };
 
 // Eval batches: the samples in order, `batch_size` at a time (the last one may be smaller).

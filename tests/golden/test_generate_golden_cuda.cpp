@@ -129,8 +129,12 @@ TEST(GenerateGoldenCuda, StreamedLayersGiveTheResidentBits) {
   d.max_tokens = int64_t(c.prompt.size()) + c.max_new_tokens;
   auto be = cuda_backend_for(spec, d.max_tokens);
   auto resident = load_decoder(*be, dir, d);
+  // A ring of fewer slots than layers, and a budget that holds it but not every layer: the
+  // layers must stream (with as many slots as layers the ring is the resident layout).
   DecoderOptions s = d;
-  s.device_budget = Decoder::device_bytes(spec, d, DType::kBF16, /*streaming=*/true);
+  s.ring = int(std::max<int64_t>(1, spec.layers - 1));
+  s.device_budget = Decoder::device_bytes(spec, s, DType::kBF16, /*streaming=*/true);
+  ASSERT_LT(s.device_budget, Decoder::device_bytes(spec, s, DType::kBF16, /*streaming=*/false));
   auto streamed = load_decoder(*be, dir, s);
   ASSERT_FALSE(resident->streaming()) << resident->summary();
   ASSERT_TRUE(streamed->streaming()) << streamed->summary();

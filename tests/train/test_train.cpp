@@ -131,6 +131,29 @@ TEST(Train, ShuffleIsDeterministicFromTheSeed) {
   EXPECT_NE(ia, ic);
 }
 
+// Epochs count in steps, as transformers' Trainer does: 10 samples at 3 a step make 4 steps an
+// epoch (the last of 1 sample), so one step is a quarter epoch, not 3/10 (a max_steps run of
+// one step once showed "epoch 0.3/0.25"); a restored batcher counts on from where it was.
+TEST(Train, EpochProgressCountsSteps) {
+  std::vector<Sample> s(10);
+  for (int i = 0; i < 10; ++i) s[size_t(i)].ids = s[size_t(i)].labels = {i, i};
+  for (int64_t budget : {int64_t(0), int64_t(6)}) {  // 3 samples a step, by count or packed
+    Batcher b(s, 3, true, 7, budget);
+    ASSERT_EQ(b.steps_per_epoch(), 4) << budget;
+    EXPECT_EQ(b.epoch_progress(), 0.0);
+    b.next();
+    EXPECT_EQ(b.epoch_progress(), 0.25) << budget;
+    Batcher r(s, 3, true, 7, budget);
+    r.restore_state(b.save_state());
+    EXPECT_EQ(r.epoch_progress(), 0.25) << budget;
+    for (int k = 0; k < 3; ++k) b.next(), r.next();
+    EXPECT_EQ(b.epoch_progress(), 1.0) << budget;
+    b.next(), r.next();
+    EXPECT_EQ(b.epoch_progress(), 1.25) << budget;
+    EXPECT_EQ(r.epoch_progress(), 1.25) << budget;
+  }
+}
+
 TEST(Train, BadDataGivesClearErrors) {
   fs::path d = temp_dir("baddata");
   write_text(d / "empty.txt", "");
