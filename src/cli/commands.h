@@ -7,6 +7,7 @@
 namespace sf {
 
 int cmd_train(const std::vector<std::string>& argv);
+int cmd_plan(const std::vector<std::string>& argv);  // cli/cmd_plan.cpp
 int cmd_init_model(const std::vector<std::string>& argv);
 int cmd_logits(const std::vector<std::string>& argv);
 int cmd_tokenize(const std::vector<std::string>& argv);  // cli/cmd_tokenize.cpp

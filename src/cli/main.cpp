@@ -14,6 +14,10 @@ const char* kUsage =
     "              (slideformer train --help lists every option, its default and accepted values;\n"
     "              e.g. slideformer train --model DIR --data FILE.txt --output DIR --max-steps "
     "100)\n"
+    "  plan        [run.yaml] [key=value ...] [--key value ...] [--remeasure]\n"
+    "              (the options of train: the plan, device and host peaks, the predicted step\n"
+    "              time from this machine's measured constants; --gpu-memory, --host-memory\n"
+    "              plan for another machine)\n"
     "  init-model  --out DIR [--arch llama|mistral|qwen2|qwen3] [--hidden N] [--layers N]\n"
     "              [--heads N] [--kv-heads N] [--head-dim N] [--intermediate N] [--vocab N]\n"
     "              [--tie-embeddings] [--seed N]   (a random-initialised HF model directory)\n"
@@ -45,6 +49,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(argv + 2, argv + argc);
   try {
     if (cmd == "train") return sf::cmd_train(rest);
+    if (cmd == "plan") return sf::cmd_plan(rest);
     if (cmd == "init-model") return sf::cmd_init_model(rest);
     if (cmd == "logits") return sf::cmd_logits(rest);
     if (cmd == "tokenize") return sf::cmd_tokenize(rest);

@@ -105,7 +105,8 @@ std::string train_help_markdown() {
   return out;
 }
 
-TrainArgs parse_train_args(const std::vector<std::string>& argv, std::ostream& out) {
+TrainArgs parse_train_args(const std::vector<std::string>& argv, std::ostream& out,
+                           bool for_plan) {
   TrainArgs result;
   for (const auto& a : argv) {
     if (a == "--help" || a == "-h") {
@@ -197,6 +198,10 @@ TrainArgs parse_train_args(const std::vector<std::string>& argv, std::ostream& o
     const auto& v = given[o.name];
     SF_CHECK(v.size() <= 1, "train: --", dashed(o.name), " is given more than once: keep one");
     if (!v.empty()) apply(o, v[0], spelling(argv, o));
+  }
+  if (for_plan && c.output_dir.empty()) {  // a plan writes nothing
+    c.no_save = true;
+    c.save_steps = 0;
   }
   validate_config(c);
   return result;

@@ -19,7 +19,9 @@ struct TrainArgs {
 // Precedence: defaults < the YAML file < key=value and --key value on the command line (a key
 // given twice on the command line is an error). Every value is checked, then validate_config.
 // `out` receives --help and --version.
-TrainArgs parse_train_args(const std::vector<std::string>& argv, std::ostream& out);
+// `for_plan`: for `slideformer plan`, which saves nothing: output_dir may be left out.
+TrainArgs parse_train_args(const std::vector<std::string>& argv, std::ostream& out,
+                           bool for_plan = false);
 
 // Every option: names, aliases, accepted values, default, what it does.
 std::string train_help();

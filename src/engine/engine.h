@@ -39,6 +39,7 @@ struct EngineOptions {
   int64_t max_sample_tokens = 0;  // the longest sample; 0: max_tokens
   int64_t micro_tokens = 0;    // M; 0: the largest that fits gpu_budget (the whole step if none)
   uint64_t gpu_budget = 0;     // bytes of device memory for everything; 0: no limit
+  uint64_t host_budget = 0;    // bytes of host memory for everything; 0: what the machine has
   AdamWParams adamw;
   float max_grad_norm = 0;     // 0: no clipping
   int64_t grad_piece = 0;      // elements per gradient D2H piece; 0: the plan's default (tests)

@@ -8,6 +8,7 @@
 #include "core/host_memory.h"
 #include "engine/engine.h"
 #include "engine/engine_slot.h"
+#include "engine/host_check.h"
 #include "engine/pinned_alloc.h"
 #include "model/rope.h"
 
@@ -17,26 +18,10 @@ namespace {
 
 // Refuses, before anything is allocated, a run whose host memory (all of it taken at start)
 // exceeds what the machine can give: the alternative is the OOM killer midway through the
-// allocation or, worse, at the first step, with no message. It counts the plan's pinned buffers,
-// what the process already holds (its heap: the tokenised data, the tokenizer) and a margin for
-// what it will still take outside the plan — the driver's bookkeeping of pinned memory, the
-// CUDA libraries' host allocations, the copy of a checkpoint being written — of 2 GiB plus 2 %
-// of the pinned total. (The checkpoint read at start is a read-only mapping: its pages are page
-// cache the kernel reclaims, not memory the process holds.)
-void check_host_memory(const EnginePlan& plan) {
-  const std::optional<HostMemory> avail = host_memory_available();
-  const uint64_t pinned = plan.host.total();
-  const uint64_t held = process_memory().rss;
-  const uint64_t margin = (uint64_t(2) << 30) + pinned / 50;
-  const uint64_t need = pinned + held + margin;
-  if (!avail || need <= avail->bytes) return;
-  SF_FAIL("not enough host memory for this run: it needs ", gib(need), " — ", gib(pinned),
-          " for the engine (", plan.describe(), "), ", gib(held),
-          " this process already holds (data, tokenizer) and a margin of ", gib(margin),
-          " (2 GiB + 2 % of the engine's) — and this machine has ", gib(avail->bytes),
-          " available (", avail->source,
-          "). Train a smaller model or on a machine with more memory; if the checkpoints are "
-          "what does not fit, lower the tokens per step (--batch-size, --cutoff-len)");
+// allocation or, worse, at the first step, with no message.
+void check_host_memory(const EnginePlan& plan, uint64_t budget) {
+  const HostCheck c = check_host(plan, budget, /*also_available=*/true);
+  SF_CHECK(c.fits(), c.refusal(plan));
 }
 
 }  // namespace
@@ -83,7 +68,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   const bool separate = outer_grads_separate(spec_, plan_.on_device, req.clipping);
   outer_shared_ = !spec_.tie_word_embeddings && !separate;
   head_part_->grad_offset = outer_shared_ ? 0 : embed_part_->numel;
-  check_host_memory(plan_);
+  check_host_memory(plan_, opt_.host_budget);
   // One pinned buffer per host unit (master, m, v and, with clipping, its gradient) and per
   // layer checkpoint, taken by several threads at once (pinned_alloc.h). The GPU-resident units'
   // state is carved from the device buffer below.

@@ -57,6 +57,8 @@ struct TrainConfig {
   // engine
   int window = 2;
   uint64_t gpu_memory = 0;         // device budget for everything; 0: the whole device
+  uint64_t host_memory = 0;        // host budget for everything; 0: what the machine has
+  std::filesystem::path machine_file;  // the measured machine constants; empty: the default
   int64_t micro_batch_tokens = 0;  // M; 0: the largest that fits the budget
   std::string device_optimizer = "auto";  // auto | off | all: the GPU-resident optimizer share
   std::filesystem::path trace;     // non-empty: the engine's timeline (Chrome trace JSON)

@@ -278,6 +278,19 @@ std::vector<OptionSpec> make_options() {
        "a size: 24GiB, 24G, 24000MiB, or 0", {}, "engine",
        SF_SET { c.gpu_memory = v == "0" ? 0 : parse_size(v, w); },
        SF_GET { return std::to_string(c.gpu_memory); }},
+      {"host_memory", {}, Type::kString,
+       "host memory for everything the run takes (pinned state, checkpoints, data, margin); "
+       "0: what the machine has available. `plan` checks against it alone, to plan for "
+       "another machine",
+       "a size: 96GiB, 96G, 98304MiB, or 0", {}, "engine",
+       SF_SET { c.host_memory = v == "0" ? 0 : parse_size(v, w); },
+       SF_GET { return std::to_string(c.host_memory); }},
+      {"machine_file", {}, Type::kPath,
+       "the cache of measured machine constants (PCIe, host memory, CPU AdamW, the layer's "
+       "rate) that `plan` writes and `train` predicts its step time from; empty: "
+       "$SLIDEFORMER_MACHINE_FILE, else ~/.cache/slideformer/machine.json",
+       "a file path", {}, "engine", SF_SET { c.machine_file = v; },
+       SF_GET { return c.machine_file.string(); }},
       {"micro_batch_tokens", {}, Type::kInt,
        "tokens per layer-major micro-batch (0: the largest that fits gpu_memory)",
        "integer in [0, 2^40]", {}, "engine",

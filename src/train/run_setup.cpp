@@ -3,6 +3,8 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 
+#include <algorithm>
+
 namespace sf {
 namespace {
 
@@ -31,6 +33,30 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& 
                                       int64_t max_tokens) {
   if (!wants_cuda(name)) return make_cpu_backend();
   return make_cuda_backend(cuda_options(spec, max_tokens));
+}
+
+PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
+                               const Batcher& batcher, const std::vector<Batch>& eval_batches) {
+  PlanRequest req;
+  req.spec = spec;
+  req.window = c.window;
+  req.max_tokens = batcher.max_tokens();
+  req.max_sequences = batcher.max_sequences();
+  req.max_sample_tokens = batcher.max_sample_tokens();
+  for (const Batch& b : eval_batches) {
+    req.max_tokens = std::max(req.max_tokens, b.tokens());
+    req.max_sequences = std::max(req.max_sequences, int64_t(b.cu_seqlens.size()) - 1);
+    for (size_t i = 1; i < b.cu_seqlens.size(); ++i)
+      req.max_sample_tokens =
+          std::max<int64_t>(req.max_sample_tokens, b.cu_seqlens[i] - b.cu_seqlens[i - 1]);
+  }
+  req.micro_tokens = c.micro_batch_tokens;
+  req.gpu_budget = c.gpu_memory;
+  req.clipping = c.max_grad_norm > 0;
+  req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff
+                         : c.device_optimizer == "all" ? DeviceOptimizer::kAll
+                                                       : DeviceOptimizer::kAuto;
+  return req;
 }
 
 RunSetup make_run_setup(const std::string& name, PlanRequest r) {

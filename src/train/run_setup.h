@@ -9,6 +9,8 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "engine/plan.h"
+#include "train/config.h"
+#include "train/data.h"
 
 namespace sf {
 
@@ -21,6 +23,11 @@ struct RunSetup {
 // max_tokens tokens (no plan: commands that are not training runs).
 std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& spec,
                                       int64_t max_tokens);
+
+// A training run's plan request: the largest step of `batcher` and of the eval batches (their
+// tokens, samples and longest sample), and the configuration's engine options.
+PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
+                               const Batcher& batcher, const std::vector<Batch>& eval_batches);
 
 // `backend`: auto | cpu | cuda. On CUDA without a budget the device's total memory is the budget.
 RunSetup make_run_setup(const std::string& backend, PlanRequest request);

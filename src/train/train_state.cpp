@@ -42,7 +42,9 @@ const std::set<std::string> kResumeMayChange = {"output_dir",
                                                 "save_dtype",
                                                 "report_to",
                                                 "logging_dir",
-                                                "peak_tflops"};
+                                                "peak_tflops",
+                                                "host_memory",
+                                                "machine_file"};
 
 // Side files a Hugging Face model directory carries besides config.json and the weights.
 const char* const kTokenizerFiles[] = {"tokenizer.json",

@@ -10,6 +10,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/machine.h"
+#include "engine/predict.h"
 #include "io/atomic_file.h"
 #include "model/spec.h"
 #include "train/checkpoint.h"
@@ -111,42 +113,33 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
       make_eval_batches(data.eval, c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size);
 
   // ---- engine ----
-  int64_t max_tokens = batcher.max_tokens(), max_seqs = batcher.max_sequences();
-  for (const Batch& b : eval_batches) {
-    max_tokens = std::max(max_tokens, b.tokens());
-    max_seqs = std::max(max_seqs, int64_t(b.cu_seqlens.size()) - 1);
-  }
-  PlanRequest req;
-  req.spec = spec;
-  req.window = c.window;
-  req.max_tokens = max_tokens;
-  req.max_sequences = max_seqs;
-  req.max_sample_tokens = batcher.max_sample_tokens();
-  for (const Batch& b : eval_batches)
-    for (size_t i = 1; i < b.cu_seqlens.size(); ++i)
-      req.max_sample_tokens =
-          std::max<int64_t>(req.max_sample_tokens, b.cu_seqlens[i] - b.cu_seqlens[i - 1]);
-  req.micro_tokens = c.micro_batch_tokens;
-  req.gpu_budget = c.gpu_memory;
-  req.clipping = c.max_grad_norm > 0;
-  req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff
-                         : c.device_optimizer == "all" ? DeviceOptimizer::kAll
-                                                       : DeviceOptimizer::kAuto;
+  const PlanRequest req = train_plan_request(c, spec, batcher, eval_batches);
   RunSetup setup = make_run_setup(c.backend, req);  // the plan first: M sizes the CUDA scratch
   std::unique_ptr<Backend>& backend = setup.backend;
   EngineOptions opt;
   opt.window = c.window;
-  opt.max_tokens = max_tokens;
-  opt.max_sequences = max_seqs;
+  opt.max_tokens = req.max_tokens;
+  opt.max_sequences = req.max_sequences;
   opt.max_sample_tokens = req.max_sample_tokens;
   opt.micro_tokens = setup.plan.micro_tokens;
   opt.gpu_budget = setup.plan.gpu_budget;
+  opt.host_budget = c.host_memory;
   opt.on_device = setup.plan.on_device;
   opt.trace_path = c.trace.string();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
   Engine engine(*backend, spec, opt);
   log << "plan: " << engine.plan().describe() << "\n";
+  // The step time predicted from this machine's measured constants, where `plan` cached them.
+  std::optional<StepPrediction> predicted;
+  {
+    const fs::path mf = c.machine_file.empty() ? default_machine_file() : c.machine_file;
+    if (auto mc = cached_machine_constants(*backend, spec, engine.plan().micro_tokens,
+                                           req.max_sample_tokens, mf)) {
+      predicted = predict_step(engine.plan(), spec, *mc, req.max_tokens, c.max_grad_norm > 0);
+      log << predicted->describe(req.max_tokens) << " (" << describe(*mc) << ")\n";
+    }
+  }
   int64_t start_step = 0;
   if (resume) {
     const TrainerState& st = *resumed;
@@ -217,6 +210,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
 
   // ---- steps ----
   SignalGuard signals;
+  double timed_secs = 0;  // the steps after this call's first, whose time the prediction is for
+  int64_t timed_steps = 0, timed_tokens = 0;
   for (int64_t s = start_step; s < plan.total_steps; ++s) {
     Batch b = batcher.next();
     const float lr = sched.lr_at(s);
@@ -226,6 +221,11 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.step(StepReport{s + 1, batcher.epoch_progress(), r.loss, r.grad_norm, lr, b.tokens(),
                              r.valid_targets, secs, model_flops(spec, b)});
+    if (!sum.losses.empty()) {
+      timed_secs += secs;
+      ++timed_steps;
+      timed_tokens += b.tokens();
+    }
     if (sum.losses.empty()) sum.first_loss = r.loss;
     sum.losses.push_back(r.loss);
     sum.last_loss = r.loss;
@@ -265,6 +265,15 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
       log << ", device in use (whole device) " << gib(used);
     log << "; host peak RSS " << gib(pm.peak_rss) << " (planned " << gib(engine.plan().host.total())
         << ")\n";
+  }
+  if (timed_steps > 0) {
+    const double mean = timed_secs / double(timed_steps);
+    log << "step time: " << mean << " s on average over " << timed_steps
+        << " steps after the first (" << double(timed_tokens) / timed_secs << " tok/s)";
+    if (predicted)
+      log << "; predicted " << predicted->step_s << " s for steps of " << req.max_tokens
+          << " tokens (measured / predicted " << mean / predicted->step_s << ")";
+    log << "\n";
   }
 
   // ---- the end: check, evaluate, save ----

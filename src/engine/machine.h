@@ -1,0 +1,61 @@
+// defines: sf::MachineConstants, sf::measure_machine, sf::machine_constants — the rates a step's
+// time is predicted from (engine/predict.h), measured on this machine through the backend the run
+// will use: pinned H2D and D2H bandwidth, host memory bandwidth, CPU AdamW alone and while the
+// copies run, and the model's own decoder layer (forward; recompute + backward) at the plan's
+// micro-batch. Measured once per machine and shape, then read from a cache file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "backend/backend.h"
+#include "model/spec.h"
+
+namespace sf {
+
+struct MachineConstants {
+  std::string key;     // what was measured: device, layer shape, micro-batch, sample length
+  std::string device;  // the backend and its device
+  std::string measured_at;  // UTC, ISO 8601
+  double h2d_gbps = 0, d2h_gbps = 0;  // pinned ↔ device, 64 MiB copies (GB = 10^9 B)
+  double host_gbps = 0;               // host memcpy (read + write bytes), the optimizer's threads
+  double adam_params_per_s = 0;       // CPU AdamW (fp32 master, m, v; compute-dtype gradient)
+  double adam_copy_params_per_s = 0;  // the same while an H2D and a D2H copy stream run
+  // The model's decoder layer on `micro_tokens` tokens in samples of `sample_tokens`, seconds
+  // per token: the forward, and the backward as the engine runs it (recompute, then backward).
+  double layer_forward_s = 0, layer_backward_s = 0;
+  double layer_tflops = 0;  // the layer's matmul FLOPs / its time (forward + recompute + backward)
+};
+
+// The key of a measurement: the backend's device, the layer's shape, M and the sample length.
+std::string machine_key(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
+                        int64_t sample_tokens);
+
+// Measures every constant (a few seconds on the GPU machine; a tiny model's layer on the CPU
+// backend in well under a second).
+MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
+                                 int64_t sample_tokens);
+
+// The cache file's default place: $SLIDEFORMER_MACHINE_FILE, else
+// $XDG_CACHE_HOME/slideformer/machine.json, else ~/.cache/slideformer/machine.json.
+std::filesystem::path default_machine_file();
+
+// The constants for this key from `file` when it holds them (and `remeasure` is false), else
+// measured and added to the file (written atomically; a file that cannot be written is said in
+// `note`, not an error). `note` says which of the two happened.
+MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
+                                   int64_t sample_tokens, const std::filesystem::path& file,
+                                   bool remeasure, std::string* note);
+
+// The cached constants for this key, or nullopt (no file, no entry, or an unreadable file).
+std::optional<MachineConstants> cached_machine_constants(Backend& be, const ModelSpec& spec,
+                                                         int64_t micro_tokens,
+                                                         int64_t sample_tokens,
+                                                         const std::filesystem::path& file);
+
+// Several lines for `plan`.
+std::string describe(const MachineConstants& m);
+
+}  // namespace sf

@@ -1,0 +1,205 @@
+#include "engine/predict.h"
+
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/unit_state.h"
+#include "model/layout.h"
+
+namespace sf {
+namespace {
+
+// One step of the schedule on absolute time; `ready[u]` is when unit u's update of the previous
+// step is done (its upload waits for it), and is overwritten with this step's.
+struct Sim {
+  const EnginePlan& plan;
+  const ModelSpec& spec;
+  const MachineConstants& m;
+  int64_t T;
+  bool clipping;
+  std::vector<int64_t> numel;  // per unit
+  double h2d_rate, d2h_rate, head_flops;
+
+  double up(size_t u) const {  // fp32 master H2D (a GPU-resident unit is only cast)
+    return plan.on_device[u] ? 0 : 4.0 * double(numel[u]) / h2d_rate;
+  }
+  double grad_d2h(size_t u) const {
+    return plan.on_device[u] ? 0 : double(numel[u]) * double(plan.dtype_bytes) / d2h_rate;
+  }
+
+  struct Out {
+    double end, forward_end, head_end, gpu_end;
+  };
+
+  Out step(double t0, std::vector<double>& ready, StepPrediction* totals) const {
+    const int L = int(spec.layers), W = plan.window;
+    const size_t head_unit = size_t(L) + 1;
+    const double act = double(T * spec.hidden) * double(plan.dtype_bytes);
+    const double cf = double(T) * m.layer_forward_s, cb = double(T) * m.layer_backward_s;
+    double h2d = t0, d2h = t0;
+    // forward
+    h2d = std::max(h2d, ready[0]) + up(0);  // the embedding
+    double comp = h2d;
+    std::vector<double> fwd_end(size_t(L), t0), offload_end(size_t(L), t0);
+    std::vector<double> up_end(size_t(L), t0);
+    auto upload = [&](int i, double slot_free) {
+      const double start = std::max({h2d, slot_free, ready[size_t(1 + i)]});
+      h2d = start + up(size_t(1 + i));
+      up_end[size_t(i)] = h2d;
+    };
+    int issued = 0;
+    for (int i = 0; i < L; ++i) {
+      // The host issues the loads of layers i .. i+W-1 before layer i's compute; it blocks on
+      // each load's update (wait_updated), so the compute cannot be issued before them either.
+      double host_gate = t0;
+      for (; issued < std::min(L, i + W); ++issued) {
+        upload(issued, issued >= W ? fwd_end[size_t(issued - W)] : t0);
+        host_gate = std::max(host_gate, ready[size_t(1 + issued)]);
+      }
+      double start = std::max({comp, up_end[size_t(i)], host_gate});
+      if (i >= 1) start = std::max(start, offload_end[size_t(i - 1)]);  // y overwrites x_{i-1}
+      comp = start + cf;
+      fwd_end[size_t(i)] = comp;
+      // the checkpoint of x_i goes D2H while layer i computes
+      d2h = std::max(d2h, start) + act / d2h_rate;
+      offload_end[size_t(i)] = d2h;
+    }
+    const double forward_end = comp;
+    // head: its upload, then the fused head over the step's tokens; its gradient goes D2H
+    h2d = std::max(h2d, ready[head_unit]) + up(head_unit);
+    comp = std::max(comp, h2d) + head_flops / (m.layer_tflops * 1e12);
+    const double head_end = comp;
+    struct Arrival {
+      double t;
+      size_t unit;
+    };
+    std::vector<Arrival> arrivals;
+    d2h = std::max(d2h, comp) + grad_d2h(head_unit);
+    if (!plan.on_device[head_unit]) arrivals.push_back({d2h, head_unit});
+    // backward
+    const double ckpt_on_host = offload_end.empty() ? comp : offload_end.back();
+    std::vector<double> bwd_end(size_t(L), comp);
+    double restore_end = comp;
+    if (L >= 2) h2d = restore_end = std::max(h2d, ckpt_on_host) + act / h2d_rate;  // x_{L-2}
+    double restore_ready = restore_end;
+    for (int j = L - 1; j >= 0; --j) {
+      // layers j-W+1 .. j: the last W of the forward are still in their slots
+      const int k = j - W + 1;
+      if (k >= 0 && k < L - W) {
+        const double slot_free = k + W < L ? bwd_end[size_t(k + W)] : comp;
+        h2d = std::max(h2d, slot_free) + up(size_t(1 + k));
+        up_end[size_t(k)] = h2d;
+      }
+      double start = std::max(comp, j < L - W ? up_end[size_t(j)] : t0);
+      if (j < L - 1) start = std::max(start, restore_ready);
+      comp = start + cb;
+      bwd_end[size_t(j)] = comp;
+      if (j >= 1 && j < L - 1) {  // restore x_{j-1}
+        h2d = std::max(h2d, comp) + act / h2d_rate;
+        restore_ready = h2d;
+      } else if (j == L - 1) {
+        restore_ready = restore_end;
+      }
+      d2h = std::max(d2h, comp) + grad_d2h(size_t(1 + j));
+      arrivals.push_back({d2h, size_t(1 + j)});
+    }
+    d2h = std::max(d2h, comp) + grad_d2h(0);  // the embedding's backward is quick
+    if (!plan.on_device[0]) arrivals.push_back({d2h, 0});
+    const double gpu_end = std::max(comp, d2h);
+    // CPU AdamW, at its rate while copies run (till the GPU is done), alone after
+    auto serve = [&](double start, double n) {
+      const double fast = m.adam_params_per_s, slow = m.adam_copy_params_per_s;
+      if (start >= gpu_end) return start + n / fast;
+      const double before = (gpu_end - start) * slow;
+      return n <= before ? start + n / slow : gpu_end + (n - before) / fast;
+    };
+    double cpu = t0, end = gpu_end;
+    if (!clipping) {
+      for (const Arrival& a : arrivals) {
+        cpu = serve(std::max(cpu, a.t), double(numel[a.unit]));
+        ready[a.unit] = cpu;
+      }
+      end = std::max(end, cpu);
+    } else {
+      double norm = gpu_end;
+      for (const Arrival& a : arrivals) norm = std::max(norm, a.t);
+      cpu = norm;
+      for (size_t u = 0; u < numel.size(); ++u) {
+        if (plan.on_device[u]) continue;
+        cpu = serve(cpu, double(numel[u]));
+        ready[u] = cpu;
+      }
+      end = norm;
+    }
+    if (totals) {
+      totals->forward_s = forward_end - t0;
+      totals->head_s = head_end - forward_end;
+      totals->backward_s = gpu_end - head_end;
+      totals->tail_s = end - gpu_end;
+    }
+    return Out{end, forward_end, head_end, gpu_end};
+  }
+};
+
+}  // namespace
+
+StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
+                            const MachineConstants& m, int64_t tokens, bool clipping) {
+  SF_CHECK(m.h2d_gbps > 0 && m.d2h_gbps > 0 && m.adam_params_per_s > 0 &&
+               m.adam_copy_params_per_s > 0 && m.layer_tflops > 0,
+           "predict: the machine constants are incomplete");
+  Sim s{plan, spec, m, tokens, clipping, {}, m.h2d_gbps * 1e9, m.d2h_gbps * 1e9, 0};
+  for (const UnitLayout& u : unit_layouts(spec)) s.numel.push_back(u.numel);
+  SF_CHECK(s.numel.size() == plan.on_device.size(), "predict: the plan is for another model");
+  // The fused head: logits and their gradients against the head matrix, 6·C·V per token.
+  s.head_flops = 6.0 * double(tokens) * double(spec.hidden) * double(spec.vocab);
+  StepPrediction p;
+  // Steady state: three steps back to back (clipped updates run into the next step), the last
+  // one counted.
+  std::vector<double> ready(s.numel.size(), 0.0);
+  double t = 0;
+  for (int k = 0; k < 2; ++k) t = s.step(t, ready, nullptr).end;
+  const double t0 = t;
+  p.step_s = s.step(t0, ready, &p).end - t0;
+  const int L = int(spec.layers), W = plan.window;
+  const double act = double(tokens * spec.hidden) * double(plan.dtype_bytes);
+  for (size_t u = 0; u < s.numel.size(); ++u) {
+    const bool layer = u >= 1 && u <= size_t(L);
+    const int uploads = layer ? (int(u) - 1 < L - W ? 2 : 1) : 1;
+    if (!plan.on_device[u]) {
+      p.h2d_bytes += uploads * 4.0 * double(s.numel[u]);
+      p.d2h_bytes += double(s.numel[u]) * double(plan.dtype_bytes);
+      p.host_params += double(s.numel[u]);
+    }
+  }
+  p.h2d_bytes += std::max(0, L - 1) * act;  // restores
+  p.d2h_bytes += L * act;                   // checkpoint offloads
+  p.compute_s = double(tokens) * double(L) * (m.layer_forward_s + m.layer_backward_s) +
+                s.head_flops / (m.layer_tflops * 1e12);
+  p.h2d_s = p.h2d_bytes / s.h2d_rate;
+  p.d2h_s = p.d2h_bytes / s.d2h_rate;
+  p.adam_s = p.host_params / m.adam_copy_params_per_s;
+  const std::pair<double, const char*> floors[] = {{p.compute_s, "the GPU's compute"},
+                                                   {p.h2d_s, "H2D copies (PCIe)"},
+                                                   {p.d2h_s, "D2H copies (PCIe)"},
+                                                   {p.adam_s, "the CPU AdamW"}};
+  p.bound = std::max_element(std::begin(floors), std::end(floors))->second;
+  return p;
+}
+
+std::string StepPrediction::describe(int64_t tokens) const {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  o << "predicted step " << step_s << " s (" << int64_t(double(tokens) / step_s + 0.5)
+    << " tok/s): forward " << forward_s << " s, head " << head_s << " s, backward " << backward_s
+    << " s, CPU AdamW after the GPU " << tail_s << " s; bound by " << bound
+    << "\n  per step: compute " << compute_s << " s, H2D " << h2d_bytes * 1e-9 << " GB ("
+    << h2d_s << " s), D2H " << d2h_bytes * 1e-9 << " GB (" << d2h_s << " s), CPU AdamW "
+    << host_params * 1e-9 << " G params (" << adam_s << " s)";
+  return o.str();
+}
+
+}  // namespace sf

@@ -1,0 +1,41 @@
+// defines: sf::StepPrediction, sf::predict_step — a step's time from the plan and the machine's
+// constants (engine/machine.h), by playing the engine's schedule (engine.cpp) on three resources:
+// the compute stream, the PCIe copies (H2D and D2H each at their measured rate) and the CPU
+// optimizer, each event starting when what it waits for in the engine is done:
+//   forward:  layer i computes once its weights are up; the upload of layer i+1 overlaps it
+//             (the window's slots), the checkpoint offload of x_i runs on the D2H stream;
+//   head:     its upload (GPU-resident: a cast), then the fused head on the step's tokens;
+//   backward: layer j waits for its weights (the last W layers of the forward are still in their
+//             slots) and for x_j's restore; its gradient then goes D2H and to the CPU AdamW, which
+//             takes pieces in arrival order at its rate while copies run (alone after the GPU is
+//             done); with exact clipping the updates wait for the norm and run in forward order,
+//             into the next step's forward, whose uploads wait for them.
+// The prediction is for the steady state (the second and later steps of a run).
+#pragma once
+
+#include <string>
+
+#include "engine/machine.h"
+#include "engine/plan.h"
+#include "model/spec.h"
+
+namespace sf {
+
+struct StepPrediction {
+  double step_s = 0;                          // the whole step
+  double forward_s = 0, head_s = 0, backward_s = 0;  // phases on the compute stream's clock
+  double tail_s = 0;  // after the GPU's last work: the CPU AdamW still running (no clipping)
+  // Resource totals per step, whether overlapped or not.
+  double compute_s = 0, h2d_s = 0, d2h_s = 0, adam_s = 0;
+  double h2d_bytes = 0, d2h_bytes = 0;
+  double host_params = 0;  // updated by the CPU AdamW
+  std::string bound;       // what the step waits on most
+  std::string describe(int64_t tokens) const;
+};
+
+// `tokens`: the step's T (the machine's layer constants were measured at the plan's micro-batch
+// and sample length; the layer's time scales with the tokens, micro-batch by micro-batch).
+StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
+                            const MachineConstants& m, int64_t tokens, bool clipping);
+
+}  // namespace sf

@@ -1,0 +1,212 @@
+// The step-time prediction (engine/predict.h) against cases whose answer is known — one resource
+// far slower than the others makes the step that resource's time, and no prediction is ever
+// faster than its slowest resource or slower than all of them in a row — and the machine
+// constants' cache (engine/machine.h), and `slideformer plan` / `train` printing them.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "../train/train_test_util.h"
+#include "backend/cpu/cpu_backend.h"
+#include "engine/machine.h"
+#include "engine/plan.h"
+#include "engine/predict.h"
+#include "model/layout.h"
+#include "model/spec.h"
+
+namespace sf {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Llama-3.1-8B's config.json (no weights: the plan needs only the shapes).
+ModelSpec llama_8b() {
+  const fs::path d = fs::temp_directory_path() / "sf_predict_8b";
+  fs::create_directories(d);
+  std::ofstream(d / "config.json") << R"({"architectures": ["LlamaForCausalLM"],
+    "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "head_dim": 128, "vocab_size": 128256, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+    "max_position_embeddings": 131072, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "hidden_act": "silu", "bos_token_id": 128000, "eos_token_id": 128001})";
+  return load_model_spec(d);
+}
+
+EnginePlan plan_8b(const ModelSpec& spec, int64_t tokens, bool clipping, DeviceOptimizer devopt) {
+  PlanRequest r;
+  r.spec = spec;
+  r.dtype = DType::kBF16;
+  r.max_tokens = tokens;
+  r.max_sequences = tokens / 1024;
+  r.max_sample_tokens = 1024;
+  r.gpu_budget = uint64_t(24) << 30;
+  r.clipping = clipping;
+  r.device_optimizer = devopt;
+  return make_plan(r);
+}
+
+// Rates of the GPU machine's order (docs/perf.md).
+MachineConstants h200_like() {
+  MachineConstants m;
+  m.h2d_gbps = 50;
+  m.d2h_gbps = 50;
+  m.host_gbps = 100;
+  m.adam_params_per_s = 4e9;
+  m.adam_copy_params_per_s = 3e9;
+  m.layer_forward_s = 0.436e9 / 600e12;  // 2·P_layer FLOPs a token at 600 TFLOP/s
+  m.layer_backward_s = 3 * m.layer_forward_s;
+  m.layer_tflops = 600;
+  return m;
+}
+
+double sum_of_floors(const StepPrediction& p) { return p.compute_s + p.h2d_s + p.d2h_s + p.adam_s; }
+
+TEST(PredictStep, OneSlowResourceMakesTheStep) {
+  const ModelSpec spec = llama_8b();
+  const int64_t T = 8192;
+  const EnginePlan plan = plan_8b(spec, T, false, DeviceOptimizer::kOff);
+  {  // compute: PCIe and the CPU a thousand times faster
+    MachineConstants m = h200_like();
+    m.h2d_gbps = m.d2h_gbps = 5e4;
+    m.adam_params_per_s = m.adam_copy_params_per_s = 4e12;
+    const StepPrediction p = predict_step(plan, spec, m, T, false);
+    EXPECT_EQ(p.bound, "the GPU's compute");
+    EXPECT_NEAR(p.step_s, p.compute_s, 0.01 * p.compute_s) << p.describe(T);
+  }
+  {  // the CPU AdamW: 100× slower than the machine's; the step is the updates, after the head
+    MachineConstants m = h200_like();
+    m.adam_params_per_s = m.adam_copy_params_per_s = 4e7;
+    const StepPrediction p = predict_step(plan, spec, m, T, false);
+    EXPECT_EQ(p.bound, "the CPU AdamW");
+    EXPECT_GT(p.step_s, p.adam_s);
+    EXPECT_LT(p.step_s, p.adam_s + p.forward_s + p.head_s + 0.01 * p.adam_s) << p.describe(T);
+    EXPECT_GT(p.tail_s, 0.9 * p.adam_s - p.backward_s);
+  }
+  {  // H2D: every byte up at 0.5 GB/s
+    MachineConstants m = h200_like();
+    m.h2d_gbps = 0.5;
+    const StepPrediction p = predict_step(plan, spec, m, T, false);
+    EXPECT_EQ(p.bound, "H2D copies (PCIe)");
+    EXPECT_GE(p.step_s, p.h2d_s);
+    EXPECT_LT(p.step_s, 1.05 * p.h2d_s) << p.describe(T);
+    // uploads: every layer in the forward, all but the window's W again in the backward, and
+    // the embedding and head once, in fp32; restores of L - 1 checkpoints in bf16
+    const double P = double(parameter_count(spec)), layer = double(layer_layout(spec, 0).numel);
+    const double want = 4 * (P + (32 - plan.window) * layer) + 31.0 * T * 4096 * 2;
+    EXPECT_NEAR(p.h2d_bytes, want, 1e-9 * want);
+  }
+}
+
+TEST(PredictStep, NeverFasterThanTheSlowestResourceNorSlowerThanAllInARow) {
+  const ModelSpec spec = llama_8b();
+  for (int64_t T : {int64_t(8192), int64_t(65536)})
+    for (bool clip : {false, true})
+      for (DeviceOptimizer d : {DeviceOptimizer::kOff, DeviceOptimizer::kAuto}) {
+        const EnginePlan plan = plan_8b(spec, T, clip, d);
+        for (double h2d : {5.0, 50.0, 500.0})
+          for (double adam : {1e8, 4e9, 1e11})
+            for (double tf : {60.0, 600.0}) {
+              MachineConstants m = h200_like();
+              m.h2d_gbps = m.d2h_gbps = h2d;
+              m.adam_params_per_s = adam;
+              m.adam_copy_params_per_s = 0.75 * adam;
+              m.layer_forward_s *= 600 / tf;
+              m.layer_backward_s *= 600 / tf;
+              m.layer_tflops = tf;
+              const StepPrediction p = predict_step(plan, spec, m, T, clip);
+              const double slowest = std::max({p.compute_s, p.h2d_s, p.d2h_s,
+                                               p.host_params / adam});
+              EXPECT_GE(p.step_s, 0.999 * slowest) << p.describe(T);
+              EXPECT_LE(p.step_s, 1.001 * sum_of_floors(p)) << p.describe(T);
+              EXPECT_NEAR(p.forward_s + p.head_s + p.backward_s + p.tail_s, p.step_s,
+                          1e-9 + 0.25 * p.step_s * clip)
+                  << p.describe(T);
+            }
+      }
+}
+
+TEST(PredictStep, TheGpuResidentShareLeavesTheHostAndPcie) {
+  const ModelSpec spec = llama_8b();
+  const int64_t T = 8192;
+  const EnginePlan off = plan_8b(spec, T, false, DeviceOptimizer::kOff);
+  const EnginePlan on = plan_8b(spec, T, false, DeviceOptimizer::kAuto);
+  ASSERT_TRUE(on.on_device.front()) << on.describe();  // the embedding fits at 24 GiB
+  const MachineConstants m = h200_like();
+  const StepPrediction a = predict_step(off, spec, m, T, false);
+  const StepPrediction b = predict_step(on, spec, m, T, false);
+  EXPECT_EQ(a.host_params - b.host_params, double(on.device_params));
+  EXPECT_LT(b.h2d_bytes, a.h2d_bytes);
+  EXPECT_LT(b.step_s, a.step_s);  // the CPU AdamW binds at 8k tokens
+}
+
+TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
+  const fs::path d = fs::temp_directory_path() / "sf_machine_cache";
+  fs::remove_all(d);
+  const fs::path model = testing::tiny_model(d / "m");
+  const ModelSpec spec = load_model_spec(model);
+  auto be = make_cpu_backend();
+  const fs::path file = d / "cache" / "machine.json";
+  EXPECT_FALSE(cached_machine_constants(*be, spec, 64, 32, file));
+  std::string note;
+  const MachineConstants a = machine_constants(*be, spec, 64, 32, file, false, &note);
+  EXPECT_NE(note.find("measured now, cached in " + file.string()), std::string::npos) << note;
+  for (double v : {a.h2d_gbps, a.d2h_gbps, a.host_gbps, a.adam_params_per_s,
+                   a.adam_copy_params_per_s, a.layer_forward_s, a.layer_backward_s,
+                   a.layer_tflops})
+    EXPECT_GT(v, 0) << describe(a);
+  const MachineConstants b = machine_constants(*be, spec, 64, 32, file, false, &note);
+  EXPECT_NE(note.find("from " + file.string()), std::string::npos) << note;
+  EXPECT_EQ(b.layer_forward_s, a.layer_forward_s);
+  EXPECT_EQ(b.adam_params_per_s, a.adam_params_per_s);
+  EXPECT_EQ(b.measured_at, a.measured_at);
+  // another micro-batch is another key
+  EXPECT_FALSE(cached_machine_constants(*be, spec, 128, 32, file));
+  machine_constants(*be, spec, 64, 32, file, /*remeasure=*/true, &note);
+  EXPECT_NE(note.find("measured now"), std::string::npos) << note;
+  // a damaged cache is measured again and rewritten, not an error
+  std::ofstream(file) << "{\"entries\": {\"" << machine_key(*be, spec, 64, 32)
+                      << "\": {\"h2d_gbps\": -1}}}";
+  EXPECT_FALSE(cached_machine_constants(*be, spec, 64, 32, file));
+  machine_constants(*be, spec, 64, 32, file, false, &note);
+  EXPECT_NE(note.find("measured now"), std::string::npos) << note;
+  EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));
+  std::ofstream(file) << "not json";
+  machine_constants(*be, spec, 64, 32, file, false, &note);
+  EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));
+  fs::remove_all(d);
+}
+
+TEST(PlanCommand, PrintsThePlanThePeaksAndThePredictionAndTrainComparesWithIt) {
+  using testing::run_slideformer;
+  const fs::path d = testing::fresh_dir("plan_command");
+  const fs::path model = testing::tiny_model(d / "m");
+  testing::write_text(d / "t.txt", std::string(4000, 'a') + "bcdefg hijklmnop");
+  const std::string base = "--model " + model.string() + " --data " + (d / "t.txt").string() +
+                           " --cutoff-len 64 --batch-size 2 --backend cpu --machine-file " +
+                           (d / "machine.json").string();
+  testing::CommandResult r = run_slideformer("plan " + base);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* want : {"plan: window 2, micro-batches of ≤ 128 tokens", "device peak:",
+                           "host peak:", "machine (cpu, measured", "measured now, cached in",
+                           "predicted step ", "bound by", "fits"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  // a budget of another machine that cannot hold it
+  r = run_slideformer("plan " + base + " --host-memory 1MiB");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("does not fit: not enough host memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(--host-memory)"), std::string::npos) << r.out;
+  // train reads the cache plan wrote, and compares its steps with the prediction
+  r = run_slideformer("train " + base + " --max-steps 4 --no-save");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("predicted step "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step time: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("measured / predicted"), std::string::npos) << r.out;
+  // a run refused by the host budget says so before it allocates
+  r = run_slideformer("train " + base + " --max-steps 1 --no-save --host-memory 1MiB");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("not enough host memory"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace sf
