@@ -16,6 +16,9 @@ gpu_mem=${GPU_MEM:-24GiB}
 steps=${STEPS:-4}
 clip=${CLIP:-0}
 mkdir -p "$work" "$log"
+# `plan` measures this machine's constants once per shape and M, and predicts each configuration's
+# peaks and step time; `train` reads the same cache and prints measured / predicted.
+export SLIDEFORMER_MACHINE_FILE=${SLIDEFORMER_MACHINE_FILE:-$work/machine.json}
 if [ ! -f "$work/model/config.json" ]; then
   python3 bench/e2e/make_inputs.py "$work/model" "$work/data.jsonl" "${LAYERS:-32}" || exit 1
 fi
@@ -25,19 +28,21 @@ for cfg in "${configs[@]}"; do
   S=${cfg%x*}
   B=${cfg#*x}
   name="${cfg}_${gpu_mem}_clip${clip}"
+  args=(--model "$work/model" --data "$work/data.jsonl" --steps "$steps" --batch-size "$B"
+    --cutoff-len "$S" --lr 1e-5 --max-grad-norm "$clip" --gpu-memory "$gpu_mem" --backend cuda
+    --no-cache --no-save)
+  "$bin/slideformer" plan "${args[@]}" ${EXTRA:-} >"$log/$name.plan.log" 2>&1
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/smi.txt" &
   smi=$!
   start=$(date +%s.%N)
-  "$bin/slideformer" train --model "$work/model" --data "$work/data.jsonl" --steps "$steps" \
-    --batch-size "$B" --cutoff-len "$S" --lr 1e-5 --max-grad-norm "$clip" \
-    --gpu-memory "$gpu_mem" --backend cuda --no-cache --no-save ${TRACE_DIR:+--trace "$TRACE_DIR/$name.json"} \
+  "$bin/slideformer" train "${args[@]}" ${TRACE_DIR:+--trace "$TRACE_DIR/$name.json"} \
     ${EXTRA:-} >"$log/$name.log" 2>&1
   rc=$?
   kill "$smi" 2>/dev/null
   wait "$smi" 2>/dev/null
   peak=$(sort -n "$work/smi.txt" | tail -1)
   python3 - "$log/$name.log" "$cfg" "$gpu_mem" "$clip" "$rc" "${peak:-0}" "$start" <<'PY'
-import re, statistics, sys
+import os, re, statistics, sys
 path, cfg, cap, clip, rc, peak_mib, start = sys.argv[1:]
 text = open(path).read()
 S = int(cfg.split("x")[0])
@@ -55,10 +60,24 @@ dev = re.search(r"engine device buffer ([0-9.]+) GiB", text)
 rss = re.search(r"host peak RSS ([0-9.]+) GiB \(planned ([0-9.]+) GiB\)", text)
 su = re.search(r"start-up: ([0-9.]+) s", text)
 busy = re.findall(r"GPU busy ([0-9.]+) %", text)
+plan_path = path[:-len(".log")] + ".plan.log"
+plan = open(plan_path).read() if os.path.exists(plan_path) else ""
+p_step = re.search(r"predicted step ([0-9.]+) s", plan)
+p_dev = re.search(r"device peak: ([0-9.]+) GiB", plan)
+p_host = re.search(r"host peak: ([0-9.]+) GiB", plan)
+ratio = re.search(r"measured / predicted ([0-9.]+)", text)
+pred = ""
+if p_step:
+    meas_step = S * int(cfg.split("x")[1]) / tok
+    pred = (f"; predicted step {float(p_step.group(1)):.3f} s vs {meas_step:.3f} s measured "
+            f"({meas_step / float(p_step.group(1)):.3f}; train's own mean ratio "
+            f"{ratio.group(1) if ratio else '?'}), predicted device {p_dev.group(1) if p_dev else '?'} GiB"
+            f" vs {int(peak_mib) / 1024:.1f}, predicted host {p_host.group(1) if p_host else '?'} GiB"
+            f" vs {rss.group(1) if rss else '?'}")
 print(f"{cfg} cap {cap} clip {clip}: {tok:,.0f} tok/s, {tflops:.0f} TFLOPS, M {mm.group(1) if mm else '?'}, "
       f"engine device {dev.group(1) if dev else '?'} GiB, device peak (NVML) {int(peak_mib) / 1024:.1f} GiB, "
       f"host peak RSS {rss.group(1) if rss else '?'} GiB (planned {rss.group(2) if rss else '?'}), "
       f"start-up {su.group(1) if su else '?'} s, steps {[round(r) for r in rates]}"
-      + (f", GPU busy {busy[-1]} %" if busy else ""))
+      + (f", GPU busy {busy[-1]} %" if busy else "") + pred)
 PY
 done

@@ -32,9 +32,10 @@ double seconds_since(Clock::time_point t) {
 }
 
 constexpr size_t kCopyBytes = size_t(64) << 20;  // the engine's upload tile: 16 Mi fp32
-// CPU AdamW over 32 Mi parameters (400 MiB of state and gradient): far past the caches, as the
-// engine's units are, and ~30 ms on the GPU machine's 16 cores.
-constexpr int64_t kAdamParams = int64_t(32) << 20;
+// CPU AdamW over 96 Mi parameters (1.3 GiB of state and gradient, pinned): far past any cache, as
+// the engine's units are (at 32 Mi in pageable memory the probe's rate on the GPU machine was
+// 1.5× what the engine reached); ~25 ms a pass there.
+constexpr int64_t kAdamParams = int64_t(96) << 20;
 
 // The median of `reps` timings of fn (seconds), after one untimed call.
 template <typename F>
@@ -159,22 +160,23 @@ LayerTimes time_layer(Backend& be, const ModelSpec& spec, int64_t M, int64_t S) 
   return r;
 }
 
-// Σ g² and CPU AdamW over kAdamParams, the gradient in the compute dtype; with `copies`, while another
-// thread keeps an H2D and a D2H copy running (the engine's uploads and gradient downloads).
-double adam_rate(Backend& be, bool copies) {
+// Σ g² and CPU AdamW over kAdamParams, the gradient in the compute dtype, in pinned memory as
+// the engine's state is; with `copies`, while another thread keeps an H2D and a D2H copy running
+// (the engine's uploads and gradient downloads).
+double adam_rate(Backend& be, bool copies, int64_t n) {
   const DType gd = be.compute_dtype();
-  const int64_t n = kAdamParams;
-  std::vector<float> p(size_t(n), 0.01f), m(size_t(n), 0.0f), v(size_t(n), 0.0f);
-  std::vector<uint16_t> g16;
-  std::vector<float> g32;
-  const void* g;
-  if (gd == DType::kF32) {
-    g32.assign(size_t(n), 0.001f);
-    g = g32.data();
-  } else {
-    g16.assign(size_t(n), 0x3a83);  // ~0.001 in bf16
-    g = g16.data();
-  }
+  const size_t gsz = dtype_size(gd);
+  Buffer state = be.alloc(MemoryKind::kPinnedHost, size_t(n) * (12 + gsz), "probe AdamW state");
+  float* p = static_cast<float*>(state.data());
+  float* m = p + n;
+  float* v = m + n;
+  void* g = v + n;
+  std::fill(p, p + n, 0.01f);
+  std::memset(m, 0, size_t(n) * 8);
+  if (gd == DType::kF32)
+    std::fill(static_cast<float*>(g), static_cast<float*>(g) + n, 0.001f);
+  else
+    std::fill(static_cast<uint16_t*>(g), static_cast<uint16_t*>(g) + n, uint16_t(0x3a83));
   std::atomic<bool> stop{false};
   std::thread traffic;
   Buffer pin, dev;
@@ -202,7 +204,7 @@ double adam_rate(Backend& be, bool copies) {
     t = median_time(3, [&] {  // as the update worker consumes a gradient piece
       volatile double ss = sum_squares(g, gd, n);
       (void)ss;
-      adamw_step(p.data(), m.data(), v.data(), g, gd, n, ++step, hp, 1.0f);
+      adamw_step(p, m, v, g, gd, n, ++step, hp, 1.0f);
     });
   } catch (...) {
     stop = true;
@@ -287,7 +289,7 @@ std::string machine_key(Backend& be, const ModelSpec& spec, int64_t micro_tokens
 }
 
 MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
-                                 int64_t sample_tokens) {
+                                 int64_t sample_tokens, int64_t adam_params) {
   SF_CHECK(micro_tokens >= 1 && spec.layers >= 1, "machine probe: nothing to measure");
   const int64_t S = std::clamp<int64_t>(sample_tokens, 1, micro_tokens);
   MachineConstants m;
@@ -303,8 +305,9 @@ MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t mic
     m.d2h_gbps = copy_gbps(be, pin.data(), dev.data(), *s);
   }
   m.host_gbps = memcpy_gbps();
-  m.adam_params_per_s = adam_rate(be, false);
-  m.adam_copy_params_per_s = adam_rate(be, true);
+  const int64_t n = adam_params > 0 ? adam_params : kAdamParams;
+  m.adam_params_per_s = adam_rate(be, false, n);
+  m.adam_copy_params_per_s = adam_rate(be, true, n);
   const LayerTimes lt = time_layer(be, spec, micro_tokens, S);
   m.layer_forward_s = lt.forward / double(micro_tokens);
   m.layer_backward_s = lt.backward / double(micro_tokens);
@@ -339,7 +342,7 @@ std::optional<MachineConstants> cached_machine_constants(Backend& be, const Mode
 
 MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
                                    int64_t sample_tokens, const fs::path& file, bool remeasure,
-                                   std::string* note) {
+                                   std::string* note, int64_t adam_params) {
   const int64_t S = std::clamp<int64_t>(sample_tokens, 1, std::max<int64_t>(micro_tokens, 1));
   const std::string key = machine_key(be, spec, micro_tokens, S);
   nlohmann::json all = nlohmann::json::object();
@@ -359,7 +362,7 @@ MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t m
   } else {
     all = nlohmann::json{{"version", 1}, {"entries", nlohmann::json::object()}};
   }
-  const MachineConstants m = measure_machine(be, spec, micro_tokens, S);
+  const MachineConstants m = measure_machine(be, spec, micro_tokens, S, adam_params);
   all["version"] = 1;
   all["entries"][key] = to_json(m);
   try {

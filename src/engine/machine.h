@@ -35,8 +35,9 @@ std::string machine_key(Backend& be, const ModelSpec& spec, int64_t micro_tokens
 
 // Measures every constant (a few seconds on the GPU machine; a tiny model's layer on the CPU
 // backend in well under a second).
+// `adam_params`: the AdamW probe's size (0: the default, 96 Mi; tests take less).
 MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
-                                 int64_t sample_tokens);
+                                 int64_t sample_tokens, int64_t adam_params = 0);
 
 // The cache file's default place: $SLIDEFORMER_MACHINE_FILE, else
 // $XDG_CACHE_HOME/slideformer/machine.json, else ~/.cache/slideformer/machine.json.
@@ -47,7 +48,7 @@ std::filesystem::path default_machine_file();
 // `note`, not an error). `note` says which of the two happened.
 MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
                                    int64_t sample_tokens, const std::filesystem::path& file,
-                                   bool remeasure, std::string* note);
+                                   bool remeasure, std::string* note, int64_t adam_params = 0);
 
 // The cached constants for this key, or nullopt (no file, no entry, or an unreadable file).
 std::optional<MachineConstants> cached_machine_constants(Backend& be, const ModelSpec& spec,

@@ -139,6 +139,8 @@ TEST(PredictStep, TheGpuResidentShareLeavesTheHostAndPcie) {
   EXPECT_LT(b.step_s, a.step_s);  // the CPU AdamW binds at 8k tokens
 }
 
+constexpr int64_t kSmall = int64_t(1) << 20;  // the AdamW probe's parameters, for CI's time
+
 TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
   const fs::path d = fs::temp_directory_path() / "sf_machine_cache";
   fs::remove_all(d);
@@ -148,30 +150,30 @@ TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
   const fs::path file = d / "cache" / "machine.json";
   EXPECT_FALSE(cached_machine_constants(*be, spec, 64, 32, file));
   std::string note;
-  const MachineConstants a = machine_constants(*be, spec, 64, 32, file, false, &note);
+  const MachineConstants a = machine_constants(*be, spec, 64, 32, file, false, &note, kSmall);
   EXPECT_NE(note.find("measured now, cached in " + file.string()), std::string::npos) << note;
   for (double v : {a.h2d_gbps, a.d2h_gbps, a.host_gbps, a.adam_params_per_s,
                    a.adam_copy_params_per_s, a.layer_forward_s, a.layer_backward_s,
                    a.layer_tflops})
     EXPECT_GT(v, 0) << describe(a);
-  const MachineConstants b = machine_constants(*be, spec, 64, 32, file, false, &note);
+  const MachineConstants b = machine_constants(*be, spec, 64, 32, file, false, &note, kSmall);
   EXPECT_NE(note.find("from " + file.string()), std::string::npos) << note;
   EXPECT_EQ(b.layer_forward_s, a.layer_forward_s);
   EXPECT_EQ(b.adam_params_per_s, a.adam_params_per_s);
   EXPECT_EQ(b.measured_at, a.measured_at);
   // another micro-batch is another key
   EXPECT_FALSE(cached_machine_constants(*be, spec, 128, 32, file));
-  machine_constants(*be, spec, 64, 32, file, /*remeasure=*/true, &note);
+  machine_constants(*be, spec, 64, 32, file, /*remeasure=*/true, &note, kSmall);
   EXPECT_NE(note.find("measured now"), std::string::npos) << note;
   // a damaged cache is measured again and rewritten, not an error
   std::ofstream(file) << "{\"entries\": {\"" << machine_key(*be, spec, 64, 32)
                       << "\": {\"h2d_gbps\": -1}}}";
   EXPECT_FALSE(cached_machine_constants(*be, spec, 64, 32, file));
-  machine_constants(*be, spec, 64, 32, file, false, &note);
+  machine_constants(*be, spec, 64, 32, file, false, &note, kSmall);
   EXPECT_NE(note.find("measured now"), std::string::npos) << note;
   EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));
   std::ofstream(file) << "not json";
-  machine_constants(*be, spec, 64, 32, file, false, &note);
+  machine_constants(*be, spec, 64, 32, file, false, &note, kSmall);
   EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));
   fs::remove_all(d);
 }
@@ -184,10 +186,16 @@ TEST(PlanCommand, PrintsThePlanThePeaksAndThePredictionAndTrainComparesWithIt) {
   const std::string base = "--model " + model.string() + " --data " + (d / "t.txt").string() +
                            " --cutoff-len 64 --batch-size 2 --backend cpu --machine-file " +
                            (d / "machine.json").string();
+  {  // the machine measured in-process with a small AdamW probe: `plan` reads it (and measures
+     // what it lacks: MachineConstants above tests that path)
+    auto be = make_cpu_backend();
+    machine_constants(*be, load_model_spec(model), 128, 64, d / "machine.json", false, nullptr,
+                      kSmall);
+  }
   testing::CommandResult r = run_slideformer("plan " + base);
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* want : {"plan: window 2, micro-batches of ≤ 128 tokens", "device peak:",
-                           "host peak:", "machine (cpu, measured", "measured now, cached in",
+                           "host peak:", "machine (cpu, measured", "machine constants from",
                            "predicted step ", "bound by", "fits"})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   // a budget of another machine that cannot hold it
