@@ -33,8 +33,8 @@ double seconds_since(Clock::time_point t) {
 
 constexpr size_t kCopyBytes = size_t(64) << 20;  // the engine's upload tile: 16 Mi fp32
 // CPU AdamW over 96 Mi parameters (1.3 GiB of state and gradient, pinned): far past any cache, as
-// the engine's units are (at 32 Mi in pageable memory the probe's rate on the GPU machine was
-// 1.5× what the engine reached); ~25 ms a pass there.
+// the engine's units are (the GPU machine's Xeon has 300 MiB of L3: at 32 Mi in pageable memory
+// the probe's rate there was 1.6× what the engine reached); ~25 ms a pass there.
 constexpr int64_t kAdamParams = int64_t(96) << 20;
 
 // The median of `reps` timings of fn (seconds), after one untimed call.
