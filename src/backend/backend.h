@@ -69,6 +69,13 @@ class Buffer {
   std::function<void(void*)> release_;
 };
 
+// Every allocation of device or pinned host memory the backends make (cudaMalloc,
+// cudaHostRegister / cudaHostAlloc, the CPU backend's alloc; the backends' scratch and library
+// workspaces included), process-wide: the engine takes all it needs before its first step, and a
+// test checks that steps add none (backend/allocations.cpp).
+uint64_t backend_allocations();
+void count_backend_allocation();
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -32,6 +32,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The process's start (static initialisation runs before main): start-up is measured from here.
+const std::chrono::steady_clock::time_point kLaunch = std::chrono::steady_clock::now();
+
 const char* signal_name(int sig) {
   return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
@@ -212,6 +215,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   SignalGuard signals;
   double timed_secs = 0;  // the steps after this call's first, whose time the prediction is for
   int64_t timed_steps = 0, timed_tokens = 0;
+  log << "start-up: "
+      << std::chrono::duration<double>(std::chrono::steady_clock::now() - kLaunch).count()
+      << " s from launch to the first step (data, plan, allocation, weights)\n";
   for (int64_t s = start_step; s < plan.total_steps; ++s) {
     Batch b = batcher.next();
     const float lr = sched.lr_at(s);

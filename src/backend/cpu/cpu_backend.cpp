@@ -135,6 +135,7 @@ class CpuBackend final : public Backend {
 
   Buffer alloc(MemoryKind kind, size_t bytes, const char* what) override {
     size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded) count_backend_allocation();
     void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
     SF_CHECK(p || rounded == 0, "out of host memory allocating ", bytes, " bytes for ", what);
     if (p) std::memset(p, 0, rounded);

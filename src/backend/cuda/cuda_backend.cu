@@ -172,6 +172,7 @@ class CudaBackend final : public Backend {
       return e && std::strcmp(e, "hostalloc") == 0;
     }();
     void* p = nullptr;
+    count_backend_allocation();
     if (hostalloc) {
       SF_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "alloc: ", gib(bytes), " (",
                     bytes, " bytes) of pinned host memory for ", what);
@@ -463,6 +464,7 @@ class CudaBackend final : public Backend {
   // cudaMalloc, or an sf::Error naming the request, the buffer, the free memory and what to do.
   static void* device_malloc(size_t bytes, const char* what) {
     void* p = nullptr;
+    count_backend_allocation();
     if (const cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
       cudaGetLastError();  // so that a later launch check does not report it
       size_t free = 0, total = 0;
