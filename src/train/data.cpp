@@ -74,19 +74,21 @@ void Batcher::new_epoch() {
   if (shuffle_) std::shuffle(order_.begin(), order_.end(), rng_);
   cursor_ = 0;
   ++epoch_;
-  epoch_steps_ = count_steps(order_.size());
-  steps_taken_ = 0;
+  epoch_count_ = count(order_.size());
+  micro_taken_ = 0;
 }
 
-int64_t Batcher::count_steps(size_t end) const {
-  if (token_budget_ <= 0) {
-    const size_t per_step = size_t(batch_size_ * accum_);
-    return int64_t((end + per_step - 1) / per_step);
-  }
-  int64_t steps = 0;
-  for (size_t cursor = 0; cursor < end; ++steps)
-    for (int64_t g = 0; g < accum_ && cursor < order_.size(); ++g) next_micro_batch(cursor);
-  return steps;
+Batcher::Count Batcher::count(size_t end, int64_t steps) const {
+  Count n;
+  for (size_t cursor = 0; cursor < end && cursor < order_.size() && n.steps != steps; ++n.steps)
+    for (int64_t g = 0; g < accum_ && cursor < order_.size(); ++g, ++n.micro) {
+      if (token_budget_ > 0) {
+        next_micro_batch(cursor);
+      } else {
+        cursor = std::min(order_.size(), cursor + size_t(batch_size_));
+      }
+    }
+  return n;
 }
 
 std::vector<const Sample*> Batcher::next_micro_batch(size_t& cursor) const {
@@ -110,16 +112,21 @@ std::vector<const Sample*> Batcher::next_micro_batch(size_t& cursor) const {
 Batch Batcher::next() {
   if (cursor_ == order_.size()) new_epoch();
   std::vector<const Sample*> step;
-  for (int64_t g = 0; g < accum_ && cursor_ < order_.size(); ++g) {
+  for (int64_t g = 0; g < accum_ && cursor_ < order_.size(); ++g, ++micro_taken_) {
     auto micro = next_micro_batch(cursor_);
     step.insert(step.end(), micro.begin(), micro.end());
   }
-  ++steps_taken_;
   return pack_samples(step);
 }
 
 double Batcher::epoch_progress() const {
-  return double(epoch_ - 1) + double(steps_taken_) / double(epoch_steps_);
+  return double(epoch_ - 1) + double(micro_taken_) / double(epoch_count_.micro);
+}
+
+double Batcher::epochs_after(int64_t steps) const {
+  const int64_t whole = steps / epoch_count_.steps;
+  const Count rest = count(order_.size(), steps % epoch_count_.steps);
+  return double(whole) + double(rest.micro) / double(epoch_count_.micro);
 }
 
 int64_t Batcher::max_tokens() const {
@@ -169,11 +176,11 @@ void Batcher::restore_state(const std::string& state) {
   std::istringstream is(state);
   std::string tag;
   uint64_t hash = 0;
-  size_t n = 0, cursor = 0, count = 0;
+  size_t n = 0, cursor = 0, order_size = 0;
   int64_t epoch = 0;
-  is >> tag >> hash >> n >> epoch >> cursor >> count;
+  is >> tag >> hash >> n >> epoch >> cursor >> order_size;
   SF_CHECK(is && tag == "batcher-v2", "the data position of the checkpoint is not readable");
-  SF_CHECK(n == samples_->size() && count == n, "the checkpoint was made on ", n,
+  SF_CHECK(n == samples_->size() && order_size == n, "the checkpoint was made on ", n,
            " training samples, this run has ", samples_->size(),
            ": resume with the same data, cutoff_len and val_size");
   SF_CHECK(hash == fingerprint(), "the training samples differ from the checkpoint's (same count, ",
@@ -193,8 +200,8 @@ void Batcher::restore_state(const std::string& state) {
   cursor_ = cursor;
   epoch_ = epoch;
   rng_ = rng;
-  epoch_steps_ = count_steps(order_.size());
-  steps_taken_ = count_steps(cursor_);
+  epoch_count_ = count(order_.size());
+  micro_taken_ = count(cursor_).micro;
 }
 
 std::vector<Batch> make_eval_batches(const std::vector<Sample>& samples, int64_t batch_size) {

@@ -34,10 +34,12 @@ class Batcher {
           int64_t token_budget = 0, int64_t accum = 1);
   Batch next();
   int64_t epoch() const { return epoch_; }  // 1-based: the epoch the next step comes from
-  // Epochs done, fractional, counted in steps as transformers' Trainer does: (epoch - 1) + the
-  // steps of this epoch already taken / its steps (so max_steps = k steps is k / steps_per_epoch).
+  // Epochs done, fractional, counted in micro-batches as transformers' Trainer does: (epoch - 1)
+  // + the micro-batches of this epoch already taken / its micro-batches.
   double epoch_progress() const;
-  int64_t steps_per_epoch() const { return epoch_steps_; }  // of the current epoch's order
+  // The epochs that `steps` steps from the start of an epoch make, counted as epoch_progress().
+  double epochs_after(int64_t steps) const;
+  int64_t steps_per_epoch() const { return epoch_count_.steps; }  // of the current epoch's order
   int64_t samples() const { return int64_t(samples_->size()); }
   int64_t max_tokens() const;     // of any batch this batcher can produce
   int64_t max_sequences() const;  // samples in any batch
@@ -51,7 +53,12 @@ class Batcher {
 
  private:
   void new_epoch();
-  int64_t count_steps(size_t end) const;  // steps of the current order that end at or before `end`
+  struct Count {
+    int64_t steps = 0, micro = 0;
+  };
+  // Steps and micro-batches of the current order that end at or before `end`, or (steps >= 0)
+  // the first `steps` steps.
+  Count count(size_t end, int64_t steps = -1) const;
   uint64_t fingerprint() const;
   std::vector<const Sample*> next_micro_batch(size_t& cursor) const;
   std::shared_ptr<const std::vector<Sample>> samples_;
@@ -63,8 +70,8 @@ class Batcher {
   bool shuffle_;
   std::mt19937_64 rng_;
   int64_t epoch_ = 0;
-  int64_t epoch_steps_ = 0;  // steps in the current epoch (packing: counted on its order)
-  int64_t steps_taken_ = 0;  // of them, already taken
+  Count epoch_count_;  // steps and micro-batches of the current epoch (packing: counted)
+  int64_t micro_taken_ = 0;  // micro-batches of this epoch already taken
 };
 
 // Eval batches: the samples in order, `batch_size` at a time (the last one may be smaller).

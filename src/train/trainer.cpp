@@ -66,7 +66,7 @@ Plan plan_schedule(const TrainConfig& c, const Batcher& batcher) {
              " steps per epoch is too many steps");
     p.total_steps = std::max<int64_t>(1, int64_t(t));
   }
-  p.epochs = double(p.total_steps) / double(p.steps_per_epoch);
+  p.epochs = batcher.epochs_after(p.total_steps);
   p.warmup = c.warmup_steps > 0 ? c.warmup_steps
                                 : int64_t(std::ceil(c.warmup_ratio * double(p.total_steps)));
   return p;
@@ -274,7 +274,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   }
   if (timed_steps > 0) {
     const double mean = timed_secs / double(timed_steps);
-    log << "step time: " << mean << " s on average over " << timed_steps
+    log << "timing: " << mean << " s a step on average over " << timed_steps
         << " steps after the first (" << double(timed_tokens) / timed_secs << " tok/s)";
     if (predicted)
       log << "; predicted " << predicted->step_s << " s for steps of " << req.max_tokens

@@ -207,7 +207,7 @@ TEST(PlanCommand, PrintsThePlanThePeaksAndThePredictionAndTrainComparesWithIt) {
   r = run_slideformer("train " + base + " --max-steps 4 --no-save");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("predicted step "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("step time: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("timing: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("measured / predicted"), std::string::npos) << r.out;
   // a run refused by the host budget says so before it allocates
   r = run_slideformer("train " + base + " --max-steps 1 --no-save --host-memory 1MiB");
