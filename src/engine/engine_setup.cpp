@@ -148,12 +148,16 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
 }
 
 Engine::~Engine() {
-  // Drain the streams before their buffers go away; errors were reported where they happened.
+  // Drain the streams before their buffers go away (the worker keeps releasing ring slots the
+  // D2H side waits for); then the worker, which finishes the pieces it was handed — they read
+  // the ring and release its slots, so it must stop before the ring (a later member) is freed.
+  // Errors were reported where they happened.
   try {
     for (Stream* s : {compute_.get(), h2d_.get(), d2h_.get(), grad_d2h_.get()})
       if (s) be_.synchronize(*s);
   } catch (...) {
   }
+  worker_.reset();
 }
 
 void Engine::sync_state() {
