@@ -77,7 +77,12 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   const int64_t grads_n =
       outer_grad_elems(spec, outer_grads_separate(spec, d.on_device, d.clipping));
   p.outer_grads = static_cast<float*>(b.take_bytes(size_t(grads_n) * 4));
-  p.outer_stage = dt != DType::kF32 ? b.take_bytes(size_t(grads_n) * dsz) : nullptr;
+  // The stage is for the D2H to the host optimizer: none when both outer units are updated on
+  // the device.
+  const bool all_outer_on_device =
+      !d.on_device.empty() && d.on_device.front() && d.on_device.back();
+  p.outer_stage =
+      dt != DType::kF32 && !all_outer_on_device ? b.take_bytes(size_t(grads_n) * dsz) : nullptr;
   section(&n.outer);
   p.slots.resize(size_t(d.window));
   for (auto& s : p.slots) {

@@ -4,7 +4,7 @@
 // host and device checks read it.
 //
 // Device: the outer unit (embedding, final norm, head: compute-dtype weights, fp32 gradients and
-// their compute-dtype copy for the D2H), W cache slots of the largest layer (the same three), one
+// their compute-dtype copy for the D2H — none when both are GPU-resident), W cache slots of the largest layer (the same three), one
 // fp32 upload tile (weights go H2D as fp32 and are cast on the device: no compute-dtype copy of
 // the model on the host), the step's batch, five T×C activation buffers (x/y of the forward, two
 // checkpoint restores, ∂L/∂x) and the workspaces of ONE micro-batch of M tokens (layer, head and

@@ -130,9 +130,16 @@ TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) 
   EXPECT_FALSE(one.on_device.back());
   EXPECT_EQ(one.host.state, off.host.state - embed);
   EXPECT_LE(one.device_total(), r.gpu_budget);
-  const EnginePlan both = with_budget(off.device_total() + embed + head + 512);
+  // Both outer units on the device: their gradients never go D2H, so the outer unit has no
+  // compute-dtype stage, and the head fits in that much less than its state.
+  const uint64_t stage =  // bf16, in a 256-byte aligned piece
+      (uint64_t(outer_grad_elems(r.spec, outer_grads_separate(r.spec, one.on_device, false))) * 2 +
+       255) / 256 * 256;
+  const EnginePlan both = with_budget(off.device_total() + embed + head + 512 - stage);
   EXPECT_TRUE(both.on_device.front() && both.on_device.back());
   EXPECT_EQ(both.device.optimizer, embed + head);
+  EXPECT_EQ(both.device.outer + stage, one.device.outer);
+  EXPECT_EQ(one.device.outer, off.device.outer);
   // kAll with a budget that cannot hold it: refused, naming the budget that would.
   r.device_optimizer = DeviceOptimizer::kAll;
   r.gpu_budget = off.device_total();
