@@ -83,6 +83,9 @@ class Backend {
   virtual std::string name() const = 0;
   virtual DType compute_dtype() const = 0;
   virtual DeviceMemoryInfo device_memory() { return {}; }
+  // The device's PCI bus id ("0000:1b:00.0"), where it has one: the optimizer threads go to its
+  // NUMA node's CPUs (core/cpu_topology.h).
+  virtual std::string pci_bus_id() const { return ""; }
 
   // ---- memory, streams, events, copies ----
   virtual Buffer alloc(MemoryKind kind, size_t bytes, const char* what) = 0;

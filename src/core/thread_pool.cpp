@@ -1,5 +1,7 @@
 #include "core/thread_pool.h"
 
+#include "core/cpu_topology.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -83,6 +85,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   error_ = nullptr;
   lk.unlock();
   if (err) std::rethrow_exception(err);
+}
+
+int ThreadPool::pin(const std::vector<int>& cpus) {
+  int pinned = 0;
+  for (auto& w : workers_) pinned += pin_thread(w.native_handle(), cpus) ? 1 : 0;
+  return pinned;
 }
 
 ThreadPool& ThreadPool::global() {

@@ -24,6 +24,11 @@ class ThreadPool {
   // throws, the others still finish and the first exception is rethrown to the caller.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // Restricts every worker to the CPUs `cpus` (each may run on any of them: the shares of
+  // parallel_for are static, so a worker tied to one CPU that another thread also wants would
+  // hold back the whole loop); the caller restricts itself. Returns the workers pinned.
+  int pin(const std::vector<int>& cpus);
+
   // The process-wide pool, sized by SF_THREADS or the hardware.
   static ThreadPool& global();
 

@@ -238,7 +238,7 @@ void Engine::send_gradient(int unit, const void* src, Event& ready, Event& sourc
   be_.wait(*grad_d2h_, ready);
   Event* t = tmark(*grad_d2h_);
   const std::string name = "gradient " + unit_name(unit);
-  if (!ring_) {  // clipping: the unit's own host gradient, kept until the norm is known
+  if (h.grad) {  // held: the unit's own host gradient (clipping: kept until the norm is known)
     be_.copy(h.grad, src, size_t(n) * dsz, *grad_d2h_);
     be_.record(source_free, *grad_d2h_);
     tspan(TraceTrack::kGradD2H, name, t, *grad_d2h_, uint64_t(n) * dsz);

@@ -46,6 +46,7 @@ struct EngineOptions {
   std::string trace_path;      // non-empty: write the engine's timeline there (engine/trace.h)
   DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;  // the GPU-resident share
   std::vector<bool> on_device;  // non-empty: exactly these units there (PlanRequest::on_device)
+  int held_units = -1;  // without clipping, units whose gradient is held (PlanRequest::held_units)
 };
 
 struct StepResult {
@@ -78,6 +79,8 @@ class Engine {
 
   const ModelSpec& spec() const { return spec_; }
   const EnginePlan& plan() const { return plan_; }
+  // Where the optimizer's threads run ("" where the backend has no PCI device: not pinned).
+  const std::string& cpu_placement() const { return cpu_placement_; }
   // 0 = the embedding, 1 + i = layer i, 1 + layers = the final norm and head (with tied
   // embeddings, the norm alone): the order of their updates in a clipped step.
   int units() const { return int(host_.size()); }
@@ -161,6 +164,7 @@ class Engine {
   Buffer host_grads_, host_batch_, dev_;
   std::vector<std::unique_ptr<UnitState>> host_;
   std::unique_ptr<UpdateWorker> worker_;
+  std::string cpu_placement_;
   std::unique_ptr<Stream> compute_, h2d_, d2h_, grad_d2h_;
   std::unique_ptr<GradRing> ring_;  // without clipping
   std::unique_ptr<Trace> trace_;

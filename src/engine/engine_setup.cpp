@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "core/cpu_topology.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "engine/engine.h"
@@ -45,6 +46,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   req.grad_piece = opt_.grad_piece;
   req.device_optimizer = opt_.device_optimizer;
   req.on_device = opt_.on_device;
+  req.held_units = opt_.held_units;
   plan_ = make_plan(req);
   opt_.window = plan_.window;
   const size_t dsz = dtype_size(dt_);
@@ -69,35 +71,37 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   outer_shared_ = !spec_.tie_word_embeddings && !separate;
   head_part_->grad_offset = outer_shared_ ? 0 : embed_part_->numel;
   check_host_memory(plan_, opt_.host_budget);
-  // One pinned buffer per host unit (master, m, v and, with clipping, its gradient) and per
-  // layer checkpoint, taken by several threads at once (pinned_alloc.h). The GPU-resident units'
-  // state is carved from the device buffer below.
+  // One pinned buffer per host unit (master, m, v and, where the plan holds it, its gradient)
+  // and per layer checkpoint, taken by several threads at once (pinned_alloc.h). The
+  // GPU-resident units' state is carved from the device buffer below.
   {
-    const bool held = plan_.grad_ring_slots == 0;
     std::vector<size_t> sizes, host_units;
     for (size_t u = 0; u < host_.size(); ++u) {
       host_[u]->on_device = plan_.on_device[u];
       if (host_[u]->on_device) continue;
       host_units.push_back(u);
       const int64_t n = host_[u]->layout.numel;
-      sizes.push_back(UnitState::state_bytes(n) + (held ? UnitState::grad_bytes(n, dt_) : 0));
+      sizes.push_back(UnitState::state_bytes(n) +
+                      (plan_.held[u] ? UnitState::grad_bytes(n, dt_) : 0));
     }
     for (int i = 0; i < L; ++i) sizes.push_back(size_t(T * C) * dsz);
     std::vector<Buffer> bufs = alloc_pinned(be_, sizes, "master weights, Adam state, checkpoints");
     for (size_t k = 0; k < host_units.size(); ++k) {
       UnitState& h = *host_[host_units[k]];
       char* base = static_cast<char*>(bufs[k].data());
-      h.carve(base, held ? base + UnitState::state_bytes(h.layout.numel) : nullptr);
+      h.carve(base, plan_.held[host_units[k]] ? base + UnitState::state_bytes(h.layout.numel)
+                                              : nullptr);
       host_state_.push_back(std::move(bufs[k]));
     }
     for (int i = 0; i < L; ++i) {
       host_ckpt_.push_back(std::move(bufs[host_units.size() + size_t(i)]));
       ckpt_.push_back(static_cast<char*>(host_ckpt_.back().data()));
     }
-    if (!held) {
-      host_grads_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.grads, "gradient ring");
-      ring_ = std::make_unique<GradRing>(host_grads_.data(), plan_.grad_ring_slots,
-                                         UnitState::grad_bytes(plan_.grad_piece, dt_));
+    if (plan_.grad_ring_slots > 0) {
+      const size_t slot = UnitState::grad_bytes(plan_.grad_piece, dt_);
+      host_grads_ = be_.alloc(MemoryKind::kPinnedHost, slot * size_t(plan_.grad_ring_slots),
+                              "gradient ring");
+      ring_ = std::make_unique<GradRing>(host_grads_.data(), plan_.grad_ring_slots, slot);
     }
   }
   host_batch_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.staging, "batch staging");
@@ -140,7 +144,26 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
 
   std::vector<UnitState*> units;
   for (auto& h : host_) units.push_back(h.get());
-  worker_ = std::make_unique<UpdateWorker>(units, dt_, opt_.adamw, opt_.max_grad_norm);
+  worker_ = std::make_unique<UpdateWorker>(units, dt_, opt_.adamw, opt_.max_grad_norm,
+                                           plan_.grad_piece);
+  // The optimizer's threads on the CPUs of the GPU's NUMA node: the pinned buffers the copies
+  // and AdamW stream through are that node's memory. (`taskset` narrows the choice: only the CPUs
+  // the process may use are taken.) On a machine of one node, or where the node is unknown,
+  // nothing is restricted.
+  if (const std::string bus = be_.pci_bus_id(); !bus.empty()) {
+    const std::vector<int> allowed = allowed_cpus();
+    const CpuChoice cpus = choose_update_cpus(bus, allowed);
+    if (cpus.numa_node >= 0 && cpus.cpus.size() < allowed.size()) {
+      const int pinned = worker_->pin(cpus.cpus);
+      cpu_placement_ = str_cat("optimizer threads: ", pinned, " restricted to ", cpus.describe());
+    } else {
+      cpu_placement_ =
+          cpus.numa_node < 0
+              ? std::string("optimizer threads: not restricted (the GPU's NUMA node is unknown)")
+              : str_cat("optimizer threads: not restricted (NUMA node ", cpus.numa_node,
+                        ", the GPU's, holds every CPU this process may use)");
+    }
+  }
   if (!opt_.trace_path.empty()) {
     trace_ = std::make_unique<Trace>(be_, opt_.trace_path);
     worker_->set_trace(trace_.get());

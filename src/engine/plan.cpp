@@ -21,6 +21,13 @@ constexpr int64_t kUploadTile = int64_t(16) << 20;
 // in flight: the D2H of one piece overlaps the update of the previous ones.
 constexpr int64_t kGradPiece = int64_t(16) << 20;
 constexpr int kGradRingSlots = 4;
+// Without clipping, the plan holds the gradients of the head and the top layers (from the head
+// down) up to this share of the host-updated parameters. At small batch the CPU AdamW is the
+// step and idles through the forward and the head unless updates are left for them: the forward
+// is bound by the fp32 uploads (4 B/param at ≈ 55 GB/s, ≈ 0.07 ns/param) against the AdamW's
+// ≈ 0.35 ns/param (2.9 G params/s while copies run, GPU machine, docs/perf.md), a fifth; with the
+// head, a quarter. Cost: 2 B/param of host memory for the held share (4 GiB for 8B).
+constexpr int64_t kHeldShareNum = 1, kHeldShareDen = 4;
 // Micro-batches of 16k tokens run the 8B layer's GEMMs (16384 × 4096 × 14336) at their full rate
 // (docs/perf.md: the layer at 16384 tokens is at 78 % of the matmul peak, as at 32k), so the plan
 // trades larger M for optimizer state on the device only down to here.
@@ -39,6 +46,32 @@ Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t tile,
                nullptr, &s.device);
   if (r.backend_scratch) s.backend = r.backend_scratch(M);
   return s;
+}
+
+// Which host units hold their gradient (EnginePlan::held): with clipping all of them; without,
+// `asked` units from the head down, or (asked < 0) as many as stay within kHeldShare of the host
+// parameters.
+std::vector<bool> choose_held(const std::vector<UnitLayout>& units,
+                              const std::vector<bool>& on_device, bool clipping, int asked) {
+  std::vector<bool> held(units.size(), false);
+  int64_t host_params = 0;
+  for (size_t k = 0; k < units.size(); ++k)
+    if (!on_device[k]) host_params += units[k].numel;
+  const int64_t share = host_params * kHeldShareNum / kHeldShareDen;
+  int64_t taken = 0;
+  int count = 0;
+  for (size_t k = units.size(); k-- > 0;) {
+    if (on_device[k]) continue;
+    if (clipping) {
+      held[k] = true;
+      continue;
+    }
+    if (asked >= 0 ? count >= asked : taken + units[k].numel > share) break;
+    held[k] = true;
+    taken += units[k].numel;
+    ++count;
+  }
+  return held;
 }
 
 }  // namespace
@@ -231,10 +264,15 @@ EnginePlan make_plan(const PlanRequest& r) {
       continue;
     }
     p.host.state += UnitState::state_bytes(n);
-    if (r.clipping) p.host.grads += UnitState::grad_bytes(n, r.dtype);
   }
+  p.held = choose_held(units, p.on_device, r.clipping, r.held_units);
   if (!r.clipping)
     p.host.grads = uint64_t(p.grad_ring_slots) * UnitState::grad_bytes(p.grad_piece, r.dtype);
+  for (size_t k = 0; k < units.size(); ++k)
+    if (p.held[k]) {
+      p.held_params += units[k].numel;
+      p.host.grads += UnitState::grad_bytes(units[k].numel, r.dtype);
+    }
   p.host.checkpoints = uint64_t(L) * uint64_t(T * r.spec.hidden) * dtype_size(r.dtype);
   // Staging: the batch, the loss (256 B) and one sum of squares per unit.
   p.host.staging = uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 8;
@@ -245,6 +283,26 @@ EnginePlan make_plan(const PlanRequest& r) {
       for (const UnitLayout::Entry& e : units[k].entries)
         p.host.state_copy = std::max(p.host.state_copy, uint64_t(e.numel) * 12);
   return p;
+}
+
+std::string EnginePlan::held_names() const {
+  // "the head and layers 26-31" (units: 0 the embedding, 1 + i layer i, the last the head)
+  std::vector<std::string> parts;
+  if (!held.empty() && held.back()) parts.push_back("the head");
+  int first = -1, last = -1;
+  for (size_t k = 1; k + 1 < held.size(); ++k)
+    if (held[k]) {
+      if (first < 0) first = int(k) - 1;
+      last = int(k) - 1;
+    }
+  if (first >= 0)
+    parts.push_back(first == last ? "layer " + std::to_string(first)
+                                  : "layers " + std::to_string(first) + "-" + std::to_string(last));
+  if (!held.empty() && held.front()) parts.push_back("the embedding");
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+  return s + " (" + std::to_string(held_params) + " parameters)";
 }
 
 std::string EnginePlan::describe() const {
@@ -274,9 +332,15 @@ std::string EnginePlan::describe() const {
     o << "), the rest on the host (CPU AdamW)";
   }
   o << "\n  host: " << gib(host.total()) << " — master weights and Adam m, v " << gib(host.state)
-    << " (" << params - device_params << " parameters × 12 B), gradients " << gib(host.grads)
-    << (grad_ring_slots ? " (a ring of " + std::to_string(grad_ring_slots) + " pieces)"
-                        : " (held for exact clipping)")
+    << " (" << params - device_params << " parameters × 12 B), gradients " << gib(host.grads);
+  if (!grad_ring_slots) {
+    o << " (held for exact clipping)";
+  } else {
+    o << " (a ring of " << grad_ring_slots << " pieces";
+    if (held_params) o << "; held, updated in forward order behind the ring: " << held_names();
+    o << ")";
+  }
+  o
     << ", activation checkpoints " << gib(host.checkpoints) << " (" << layers << " layers × "
     << max_tokens << " tokens × " << hidden << " × " << dtype_bytes << " B), batch staging "
     << gib(host.staging);

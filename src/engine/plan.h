@@ -47,6 +47,10 @@ struct PlanRequest {
   bool clipping = false;  // exact global-norm clipping: every gradient held until the norm is known
   int64_t grad_piece = 0;  // elements per gradient D2H piece (ring slot); 0: the default
   DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;
+  // Without clipping: how many host units keep a gradient buffer of their own on the host, from
+  // the head down (the head, layer L-1, L-2, …); -1: the plan's choice (kHeldShare of the host
+  // parameters), 0: none (every gradient goes through the ring). See EnginePlan::held.
+  int held_units = -1;
   // Non-empty: exactly these units on the device (per unit, unit_layouts order) — the choice of
   // a plan made before the backend existed, so the engine's plan keeps it.
   std::vector<bool> on_device;
@@ -62,7 +66,7 @@ struct DeviceBytes {
 
 struct HostBytes {
   uint64_t state = 0;        // fp32 master, Adam m, v of the host units
-  uint64_t grads = 0;        // gradients: per unit with clipping, else the ring (compute dtype)
+  uint64_t grads = 0;        // gradients (compute dtype): the ring and the held units'
   uint64_t checkpoints = 0;  // layer inputs, L × T × C
   uint64_t staging = 0;      // batch staging
   uint64_t state_copy = 0;   // while saving or resuming: one GPU-resident tensor's state
@@ -81,6 +85,14 @@ struct EnginePlan {
   int64_t params = 0;
   // Per unit (unit_layouts order): its optimizer state lives on the device and is updated there.
   std::vector<bool> on_device;
+  // Per unit: its gradient is held whole in a host buffer of its own. With clipping, every host
+  // unit (the updates wait for the norm). Without, the units whose gradients the backward makes
+  // first and the forward needs last — the head and the top layers: their updates wait until no
+  // ring piece is pending and then run in forward order, so the CPU AdamW keeps working through
+  // the next step's forward instead of idling there (at small batch, where the CPU AdamW is the
+  // step, that idle time is the forward and the head: docs/decisions.md).
+  std::vector<bool> held;
+  int64_t held_params = 0;
   int64_t device_params = 0;  // parameters of those units
   int64_t layers = 0, hidden = 0;
   size_t dtype_bytes = 0;  // the compute dtype's size
@@ -91,6 +103,7 @@ struct EnginePlan {
   HostBytes host;
   uint64_t device_total() const { return device.engine() + backend_scratch + device_outside; }
   std::string describe() const;  // several lines, for `plan` and the start of `train`
+  std::string held_names() const;  // "the head and layers 26-31 (N parameters)"
 };
 
 // Chooses M (and checks W) so the device total fits the budget; refuses, naming the smallest

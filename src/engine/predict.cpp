@@ -33,7 +33,8 @@ struct Sim {
     double end, forward_end, head_end, gpu_end;
   };
 
-  Out step(double t0, std::vector<double>& ready, StepPrediction* totals) const {
+  // `cpu` is when the CPU AdamW is next free: held updates run on into the next step.
+  Out step(double t0, std::vector<double>& ready, double& cpu, StepPrediction* totals) const {
     const int L = int(spec.layers), W = plan.window;
     const size_t head_unit = size_t(L) + 1;
     const double act = double(T * spec.hidden) * double(plan.dtype_bytes);
@@ -115,17 +116,49 @@ struct Sim {
       const double before = (gpu_end - start) * slow;
       return n <= before ? start + n / slow : gpu_end + (n - before) / fast;
     };
-    double cpu = t0, end = gpu_end;
+    double end = gpu_end;
     if (!clipping) {
-      for (const Arrival& a : arrivals) {
-        cpu = serve(std::max(cpu, a.t), double(numel[a.unit]));
-        ready[a.unit] = cpu;
+      // Ring pieces in arrival order, first; held units (EnginePlan::held) in unit order,
+      // a piece at a time, whenever no ring piece waits. The step ends once every gradient is
+      // reduced: a held one when it arrives, a ring one with its update.
+      std::vector<Arrival> ring, held;
+      for (const Arrival& a : arrivals) (plan.held[a.unit] ? held : ring).push_back(a);
+      std::vector<std::pair<size_t, double>> pending;  // held unit, elements done
+      size_t ri = 0, hi = 0;
+      double norm = gpu_end;
+      for (const Arrival& a : held) norm = std::max(norm, a.t);
+      while (ri < ring.size() || hi < held.size() || !pending.empty()) {
+        for (; hi < held.size() && held[hi].t <= cpu; ++hi) {
+          pending.emplace_back(held[hi].unit, 0.0);
+          std::sort(pending.begin(), pending.end());
+        }
+        if (ri < ring.size() && ring[ri].t <= cpu) {
+          cpu = serve(cpu, double(numel[ring[ri].unit]));
+          ready[ring[ri].unit] = cpu;
+          norm = std::max(norm, cpu);
+          ++ri;
+        } else if (!pending.empty()) {
+          auto& [u, done] = pending.front();
+          const double k = std::min(double(plan.grad_piece), double(numel[u]) - done);
+          // through the next step's forward, whose uploads run beside it: the rate under copies
+          cpu = cpu < gpu_end ? serve(cpu, k) : cpu + k / m.adam_copy_params_per_s;
+          done += k;
+          if (done >= double(numel[u])) {
+            ready[u] = cpu;
+            pending.erase(pending.begin());
+          }
+        } else {  // idle until the next arrival
+          double next = 1e300;
+          if (ri < ring.size()) next = std::min(next, ring[ri].t);
+          if (hi < held.size()) next = std::min(next, held[hi].t);
+          cpu = std::max(cpu, next);
+        }
       }
-      end = std::max(end, cpu);
+      end = std::max(end, norm);
     } else {
       double norm = gpu_end;
       for (const Arrival& a : arrivals) norm = std::max(norm, a.t);
-      cpu = norm;
+      cpu = std::max(cpu, norm);
       for (size_t u = 0; u < numel.size(); ++u) {
         if (plan.on_device[u]) continue;
         cpu = serve(cpu, double(numel[u]));
@@ -152,17 +185,18 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
            "predict: the machine constants are incomplete");
   Sim s{plan, spec, m, tokens, clipping, {}, m.h2d_gbps * 1e9, m.d2h_gbps * 1e9, 0};
   for (const UnitLayout& u : unit_layouts(spec)) s.numel.push_back(u.numel);
-  SF_CHECK(s.numel.size() == plan.on_device.size(), "predict: the plan is for another model");
+  SF_CHECK(s.numel.size() == plan.on_device.size() && s.numel.size() == plan.held.size(),
+           "predict: the plan is for another model");
   // The fused head: logits and their gradients against the head matrix, 6·C·V per token.
   s.head_flops = 6.0 * double(tokens) * double(spec.hidden) * double(spec.vocab);
   StepPrediction p;
   // Steady state: three steps back to back (clipped updates run into the next step), the last
   // one counted.
   std::vector<double> ready(s.numel.size(), 0.0);
-  double t = 0;
-  for (int k = 0; k < 2; ++k) t = s.step(t, ready, nullptr).end;
+  double t = 0, cpu = 0;
+  for (int k = 0; k < 2; ++k) t = s.step(t, ready, cpu, nullptr).end;
   const double t0 = t;
-  p.step_s = s.step(t0, ready, &p).end - t0;
+  p.step_s = s.step(t0, ready, cpu, &p).end - t0;
   const int L = int(spec.layers), W = plan.window;
   const double act = double(tokens * spec.hidden) * double(plan.dtype_bytes);
   for (size_t u = 0; u < s.numel.size(); ++u) {

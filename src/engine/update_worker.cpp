@@ -1,22 +1,33 @@
 #include "engine/update_worker.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "core/cpu_topology.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "optim/clip.h"
 
 namespace sf {
 
 UpdateWorker::UpdateWorker(std::vector<UnitState*> units, DType grad_dtype, AdamWParams hp,
-                           float max_grad_norm)
+                           float max_grad_norm, int64_t piece)
     : units_(std::move(units)),
       grad_dtype_(grad_dtype),
       hp_(hp),
       max_grad_norm_(max_grad_norm),
+      piece_(piece),
       received_(units_.size(), 0),
       updated_step_(units_.size(), 0),
       sumsq_(units_.size(), 0.0) {
   thread_ = std::thread([this] { loop(); });
+}
+
+int UpdateWorker::pin(const std::vector<int>& cpus) {
+  if (cpus.empty()) return 0;
+  const int self = pin_thread(thread_.native_handle(), cpus) ? 1 : 0;
+  return self + ThreadPool::global().pin(cpus);
 }
 
 UpdateWorker::~UpdateWorker() {
@@ -117,18 +128,54 @@ void UpdateWorker::update_unit(int u, int64_t step, float lr, float clip) {
                       t0, Trace::now_us(), uint64_t(h.layout.numel), step);
 }
 
+void UpdateWorker::update_tile(const Held& job, int64_t offset, int64_t count) {
+  const UnitState& h = *units_[size_t(job.unit)];
+  AdamWParams hp = hp_;
+  hp.lr = job.lr;
+  const double t0 = trace_ ? Trace::now_us() : 0;
+  const void* g = static_cast<const char*>(h.grad) + size_t(offset) * dtype_size(grad_dtype_);
+  adamw_step(h.master + offset, h.m + offset, h.v + offset, g, grad_dtype_, count, job.step, hp,
+             1.0f);
+  if (trace_)
+    trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(job.unit) + " (held)",
+                      t0, Trace::now_us(), uint64_t(count), job.step);
+}
+
 void UpdateWorker::loop() {
   for (;;) {
     Piece p;
+    std::optional<Held> job;  // else a held unit's tile [offset, offset + count)
+    int64_t offset = 0, count = 0;
+    bool last = false;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !arrived_.empty(); });
-      if (arrived_.empty()) return;
-      p = std::move(arrived_.front());
-      arrived_.pop_front();
+      cv_.wait(lk, [&] { return stop_ || !arrived_.empty() || !held_.empty(); });
+      if (!arrived_.empty()) {  // ring pieces first: the backward waits for their slots
+        p = std::move(arrived_.front());
+        arrived_.pop_front();
+      } else if (!held_.empty()) {  // then the held unit the next forward needs first
+        Held& h = held_.front();
+        job = h;
+        offset = h.done;
+        count = std::min(piece_, units_[size_t(h.unit)]->layout.numel - offset);
+        h.done += count;
+        last = h.done == units_[size_t(h.unit)]->layout.numel;
+        if (last) held_.erase(held_.begin());
+      } else {
+        return;  // stopping, nothing left
+      }
     }
     try {
-      consume(p);
+      if (job) {
+        update_tile(*job, offset, count);
+        if (last) {
+          std::lock_guard<std::mutex> lk(mu_);
+          updated_step_[size_t(job->unit)] = job->step;
+        }
+        cv_.notify_all();
+      } else {
+        consume(p);
+      }
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
       error_ = std::current_exception();
@@ -144,7 +191,19 @@ void UpdateWorker::consume(Piece& p) {
   const UnitState& h = *units_[size_t(p.unit)];
   const double t0 = trace_ ? Trace::now_us() : 0;
   const bool device = p.grad == nullptr;  // updated on the device, not here
-  const double ss = device ? p.sumsq : sum_squares(p.grad, grad_dtype_, p.count);
+  // A held unit without clipping: its whole gradient, summed in the ring's pieces and order.
+  const bool held = !clipping && !device && p.grad == h.grad;
+  double ss = 0;
+  if (device) {
+    ss = p.sumsq;
+  } else if (held) {
+    const size_t dsz = dtype_size(grad_dtype_);
+    for (int64_t off = 0; off < p.count; off += piece_)
+      ss += sum_squares(static_cast<const char*>(p.grad) + size_t(off) * dsz, grad_dtype_,
+                        std::min(piece_, p.count - off));
+  } else {
+    ss = sum_squares(p.grad, grad_dtype_, p.count);
+  }
   int64_t step;
   float lr;
   bool unit_done, all_in = false;
@@ -160,6 +219,12 @@ void UpdateWorker::consume(Piece& p) {
   if (device) {
     std::lock_guard<std::mutex> lk(mu_);
     updated_step_[size_t(p.unit)] = step;
+  } else if (held) {
+    std::lock_guard<std::mutex> lk(mu_);
+    const Held job{p.unit, step, lr};
+    held_.insert(std::upper_bound(held_.begin(), held_.end(), job,
+                                  [](const Held& a, const Held& b) { return a.unit < b.unit; }),
+                 job);
   } else if (!clipping) {
     AdamWParams hp = hp_;
     hp.lr = lr;

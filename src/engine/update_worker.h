@@ -4,7 +4,10 @@
 // computed from part of the gradient), runs AdamW on each unit in forward order from the unit's
 // host gradient, so the next step's forward can start on the first units while the last are
 // still updating. Without clipping, each piece is updated as soon as it arrives and its buffer
-// released (the gradient ring): no unit needs a host gradient of its own.
+// released (the gradient ring); the units the plan holds (EnginePlan::held: the head and the top
+// layers) arrive whole in their own host gradient, count for the norm at once, and are updated
+// tile by tile in forward order whenever no ring piece waits — through the next step's forward,
+// which needs them last.
 #pragma once
 
 #include <condition_variable>
@@ -24,14 +27,21 @@ namespace sf {
 
 class UpdateWorker {
  public:
-  UpdateWorker(std::vector<UnitState*> units, DType grad_dtype, AdamWParams hp, float max_grad_norm);
+  // `piece`: the elements of a ring piece; held units are reduced and updated in tiles of it (the
+  // same partial sums as the ring's, so the norm has the same bits either way).
+  UpdateWorker(std::vector<UnitState*> units, DType grad_dtype, AdamWParams hp, float max_grad_norm,
+               int64_t piece);
   ~UpdateWorker();
   UpdateWorker(const UpdateWorker&) = delete;
   UpdateWorker& operator=(const UpdateWorker&) = delete;
 
+  // Restricts this worker's thread (share 0 of the AdamW loops) and the process's thread pool to
+  // the CPUs `cpus` (ThreadPool::pin). Returns the threads pinned.
+  int pin(const std::vector<int>& cpus);
   // Opens optimizer step `step` (1-based) with learning rate `lr`; every unit must then report.
   void begin_step(int64_t step, float lr);
-  // Unit u's gradient for the open step is complete in its host grad buffer. Never blocks.
+  // Unit u's gradient for the open step is complete in its host grad buffer (UnitState::grad).
+  // Never blocks.
   void grad_ready(int unit);
   // Elements [offset, offset + count) of unit u's gradient are at `grad` (compute dtype);
   // `release` is called once they have been used. Without clipping only. Never blocks.
@@ -58,8 +68,16 @@ class UpdateWorker {
     std::function<void()> release;
     double sumsq = 0;
   };
+  // A held unit's update of step `step`, `done` elements of it so far.
+  struct Held {
+    int unit;
+    int64_t step;
+    float lr;
+    int64_t done = 0;
+  };
   void loop();
   void consume(Piece& p);
+  void update_tile(const Held& job, int64_t offset, int64_t count);
   void update_unit(int u, int64_t step, float lr, float clip);
   void rethrow_locked();
 
@@ -68,10 +86,12 @@ class UpdateWorker {
   DType grad_dtype_;
   AdamWParams hp_;
   float max_grad_norm_;
+  int64_t piece_;
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Piece> arrived_;
+  std::vector<Held> held_;  // pending held updates, in unit (forward) order
   std::vector<int64_t> received_;  // elements of each unit's gradient seen in the open step
   std::vector<int64_t> updated_step_;
   std::vector<double> sumsq_;

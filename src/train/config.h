@@ -61,6 +61,7 @@ struct TrainConfig {
   std::filesystem::path machine_file;  // the measured machine constants; empty: the default
   int64_t micro_batch_tokens = 0;  // M; 0: the largest that fits the budget
   std::string device_optimizer = "auto";  // auto | off | all: the GPU-resident optimizer share
+  int64_t held_gradients = -1;  // without clipping, units with a host gradient of their own; -1: auto
   std::filesystem::path trace;     // non-empty: the engine's timeline (Chrome trace JSON)
   std::string backend = "auto";  // auto (cuda when a GPU is present) | cpu | cuda
 };

@@ -53,6 +53,7 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   req.micro_tokens = c.micro_batch_tokens;
   req.gpu_budget = c.gpu_memory;
   req.clipping = c.max_grad_norm > 0;
+  req.held_units = int(c.held_gradients);
   req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff
                          : c.device_optimizer == "all" ? DeviceOptimizer::kAll
                                                        : DeviceOptimizer::kAuto;

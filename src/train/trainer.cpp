@@ -128,11 +128,13 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.gpu_budget = setup.plan.gpu_budget;
   opt.host_budget = c.host_memory;
   opt.on_device = setup.plan.on_device;
+  opt.held_units = int(c.held_gradients);
   opt.trace_path = c.trace.string();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
   Engine engine(*backend, spec, opt);
   log << "plan: " << engine.plan().describe() << "\n";
+  if (!engine.cpu_placement().empty()) log << "  " << engine.cpu_placement() << "\n";
   // The step time predicted from this machine's measured constants, where `plan` cached them.
   std::optional<StepPrediction> predicted;
   {

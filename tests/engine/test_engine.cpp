@@ -119,20 +119,19 @@ TEST(Engine, MicroBatchesMatchTheWholeStep) {
 
 // Without clipping gradients pass through a ring of 4 pinned pieces: pieces far smaller than a
 // unit (so the ring wraps many times a step, and the D2H waits for the optimizer) give the same
-// bits as one piece per unit; and the host holds no gradient per unit.
+// bits as one piece per unit; and, with nothing held, the host holds no gradient per unit.
 TEST(Engine, GradientRingPiecesGiveIdenticalResults) {
   fs::path dir = tiny_model("ring", "llama", true);
-  TrainRun whole = train(dir, 2, 0.0f, 4);
+  EngineOptions opt = run_options(2, 0.0f);
+  opt.held_units = 0;
+  TrainRun whole = train(dir, opt, 4);
   for (int64_t piece : {97, 1000, 4096}) {
-    TrainRun r = train(dir, 2, 0.0f, 4, 0, piece);
+    opt.grad_piece = piece;
+    TrainRun r = train(dir, opt, 4);
     EXPECT_EQ(r.losses, whole.losses) << "piece " << piece;
     EXPECT_EQ(r.weights, whole.weights) << "piece " << piece;
   }
   auto be = make_cpu_backend();
-  EngineOptions opt;
-  opt.max_tokens = 64;
-  opt.max_sequences = 4;
-  opt.adamw.lr = 1e-3f;
   opt.grad_piece = 1000;
   Engine ring(*be, load_model_spec(dir), opt);
   EXPECT_EQ(ring.plan().grad_ring_slots, 4);
@@ -142,6 +141,72 @@ TEST(Engine, GradientRingPiecesGiveIdenticalResults) {
   Engine held(*be, load_model_spec(dir), opt);
   EXPECT_EQ(held.plan().grad_ring_slots, 0);
   EXPECT_GE(held.plan().host.grads, uint64_t(held.plan().params) * 4);
+}
+
+// Without clipping, the units the plan holds (the head and the top layers: their gradients come
+// first in the backward, their weights are needed last in the forward) are updated in forward
+// order behind the ring, through the next step's forward: the same bits as every gradient
+// through the ring — for none, a few, the plan's choice and every unit held, tied and untied,
+// with pieces that split the units and with a window of 1 (the forward waits for each update).
+TEST(Engine, HeldGradientsGiveIdenticalResults) {
+  for (bool tied : {true, false}) {
+    fs::path dir = tiny_model(tied ? "held_tied" : "held_untied", "llama", tied);
+    for (int window : {1, 2}) {
+      EngineOptions opt = run_options(window, 0.0f);
+      opt.held_units = 0;
+      opt.grad_piece = 1000;
+      const TrainRun ring = train(dir, opt, 5, /*whole=*/true);
+      for (int held : {1, 3, -1, 1000}) {
+        opt.held_units = held;
+        const TrainRun r = train(dir, opt, 5, /*whole=*/true);
+        EXPECT_EQ(r.losses, ring.losses) << "held " << held << " window " << window;
+        EXPECT_EQ(r.weights, ring.weights) << "held " << held << " window " << window;
+      }
+    }
+  }
+}
+
+// The plan holds from the head down: `held_units` of them, or a quarter of the host-updated
+// parameters; their gradients are counted on the host beside the ring; with clipping every host
+// unit is held whatever was asked.
+TEST(Plan, HoldsTheHeadAndTheTopLayers) {
+  fs::path dir = tiny_model("held_plan", "llama", false);
+  const ModelSpec spec = load_model_spec(dir);
+  const std::vector<UnitLayout> units = unit_layouts(spec);
+  const size_t n = units.size();  // embedding, 5 layers, head
+  PlanRequest r;
+  r.spec = spec;
+  r.max_tokens = 64;
+  r.max_sequences = 4;
+  r.grad_piece = 1000;
+  r.held_units = 3;
+  EnginePlan p = make_plan(r);
+  EXPECT_EQ(p.held, (std::vector<bool>{false, false, false, false, true, true, true}));
+  EXPECT_EQ(p.held_params, units[n - 1].numel + 2 * units[n - 2].numel);
+  EXPECT_EQ(p.host.grads, 4 * UnitState::grad_bytes(1000, DType::kF32) +
+                              UnitState::grad_bytes(units[n - 1].numel, DType::kF32) +
+                              2 * UnitState::grad_bytes(units[n - 2].numel, DType::kF32));
+  EXPECT_NE(p.describe().find("held, updated in forward order behind the ring: the head and "
+                              "layers 3-4"),
+            std::string::npos)
+      << p.describe();
+  r.held_units = -1;
+  p = make_plan(r);
+  int64_t host = 0;
+  for (const UnitLayout& u : units) host += u.numel;
+  EXPECT_GT(p.held_params, 0);
+  EXPECT_LE(p.held_params, host / 4);
+  for (size_t k = 1; k < n; ++k)  // contiguous from the head down
+    EXPECT_TRUE(!p.held[k - 1] || p.held[k]) << k;
+  size_t first = 0;
+  while (!p.held[first]) ++first;
+  EXPECT_GT(p.held_params + units[first - 1].numel, host / 4);  // the next would not fit
+  r.held_units = 0;
+  EXPECT_EQ(make_plan(r).held_params, 0);
+  r.clipping = true;
+  p = make_plan(r);
+  EXPECT_EQ(p.held, std::vector<bool>(n, true));
+  EXPECT_GE(p.host.grads, uint64_t(p.params) * 4);
 }
 
 // A GPU budget picks the largest micro-batch that fits; one too small for any plan names the

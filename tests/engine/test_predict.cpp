@@ -32,8 +32,10 @@ ModelSpec llama_8b() {
   return load_model_spec(d);
 }
 
-EnginePlan plan_8b(const ModelSpec& spec, int64_t tokens, bool clipping, DeviceOptimizer devopt) {
+EnginePlan plan_8b(const ModelSpec& spec, int64_t tokens, bool clipping, DeviceOptimizer devopt,
+                   int held_units = -1) {
   PlanRequest r;
+  r.held_units = held_units;
   r.spec = spec;
   r.dtype = DType::kBF16;
   r.max_tokens = tokens;
@@ -74,13 +76,21 @@ TEST(PredictStep, OneSlowResourceMakesTheStep) {
     EXPECT_NEAR(p.step_s, p.compute_s, 0.01 * p.compute_s) << p.describe(T);
   }
   {  // the CPU AdamW: 100× slower than the machine's; the step is the updates, after the head
+    // (every gradient through the ring: the updates end the step) ...
     MachineConstants m = h200_like();
     m.adam_params_per_s = m.adam_copy_params_per_s = 4e7;
-    const StepPrediction p = predict_step(plan, spec, m, T, false);
+    const EnginePlan ring = plan_8b(spec, T, false, DeviceOptimizer::kOff, 0);
+    const StepPrediction p = predict_step(ring, spec, m, T, false);
     EXPECT_EQ(p.bound, "the CPU AdamW");
     EXPECT_GT(p.step_s, p.adam_s);
     EXPECT_LT(p.step_s, p.adam_s + p.forward_s + p.head_s + 0.01 * p.adam_s) << p.describe(T);
     EXPECT_GT(p.tail_s, 0.9 * p.adam_s - p.backward_s);
+    // ... or with the plan's held share, whose updates run on into the next forward: the step
+    // is the updates alone
+    const StepPrediction h = predict_step(plan, spec, m, T, false);
+    EXPECT_EQ(h.bound, "the CPU AdamW");
+    EXPECT_GE(h.step_s, 0.999 * h.adam_s);
+    EXPECT_LT(h.step_s, 1.01 * h.adam_s) << h.describe(T);
   }
   {  // H2D: every byte up at 0.5 GB/s
     MachineConstants m = h200_like();
@@ -137,6 +147,32 @@ TEST(PredictStep, TheGpuResidentShareLeavesTheHostAndPcie) {
   EXPECT_EQ(a.host_params - b.host_params, double(on.device_params));
   EXPECT_LT(b.h2d_bytes, a.h2d_bytes);
   EXPECT_LT(b.step_s, a.step_s);  // the CPU AdamW binds at 8k tokens
+}
+
+// At 8k tokens the CPU AdamW is the step. With every gradient through the ring it idles through
+// the forward and the head (nothing is left to update there); holding the head's and the top
+// layers' gradients gives it that work, so the step comes close to the AdamW alone. At 64k
+// tokens, where the GPU binds, holding changes little.
+TEST(PredictStep, HeldGradientsKeepTheCpuAdamWBusyThroughTheForward) {
+  const ModelSpec spec = llama_8b();
+  const MachineConstants m = h200_like();
+  const int64_t small = 8192, large = 65536;
+  const StepPrediction ring = predict_step(plan_8b(spec, small, false, DeviceOptimizer::kAuto, 0),
+                                           spec, m, small, false);
+  const EnginePlan held_plan = plan_8b(spec, small, false, DeviceOptimizer::kAuto);
+  ASSERT_GT(held_plan.held_params, 0) << held_plan.describe();
+  const StepPrediction held = predict_step(held_plan, spec, m, small, false);
+  EXPECT_EQ(ring.bound, "the CPU AdamW");
+  EXPECT_LT(held.step_s, ring.step_s - 0.5 * (ring.forward_s + ring.head_s))
+      << ring.describe(small) << "\n" << held.describe(small);
+  // never faster than every update at the CPU's uncontended rate
+  EXPECT_GE(held.step_s, 0.999 * held.host_params / m.adam_params_per_s) << held.describe(small);
+  const StepPrediction ring_l = predict_step(plan_8b(spec, large, false, DeviceOptimizer::kAuto, 0),
+                                             spec, m, large, false);
+  const StepPrediction held_l =
+      predict_step(plan_8b(spec, large, false, DeviceOptimizer::kAuto), spec, m, large, false);
+  EXPECT_LE(held_l.step_s, 1.001 * ring_l.step_s);
+  EXPECT_GE(held_l.step_s, 0.999 * held_l.compute_s);
 }
 
 constexpr int64_t kSmall = int64_t(1) << 20;  // the AdamW probe's parameters, for CI's time

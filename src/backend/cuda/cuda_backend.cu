@@ -143,6 +143,10 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return name_; }
+  std::string pci_bus_id() const override {
+    char id[32] = {};
+    return cudaDeviceGetPCIBusId(id, sizeof(id), dev_) == cudaSuccess ? std::string(id) : "";
+  }
   DType compute_dtype() const override { return DType::kBF16; }
   DeviceMemoryInfo device_memory() override {
     set_device();
