@@ -79,7 +79,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
   const std::filesystem::path tok_dir =
       a.has("tokenizer") ? std::filesystem::path(a.str("tokenizer", "")) : model;
   std::optional<Tokenizer> tok;
-  if (std::filesystem::exists(tok_dir / "tokenizer.json")) tok = Tokenizer::load(tok_dir);
+  if (Tokenizer::present(tok_dir)) tok = Tokenizer::load(tok_dir);
   // Ids in and ids out need no tokenizer; anything with text does.
   SF_CHECK(tok || spec.vocab == 256 || (a.has("prompt-ids") && a.flag("print-ids")),
            "generate: no tokenizer.json in ", tok_dir.string(), " and the vocabulary is ",

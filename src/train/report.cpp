@@ -100,10 +100,10 @@ std::string svg_line_chart(const std::string& title, const std::vector<ChartSeri
 }
 
 void write_report(const std::filesystem::path& output, const std::string& config_yaml,
-                  const std::vector<std::string>& summary) {
+                  const std::string& plan, const std::vector<std::string>& summary) {
   ChartSeries loss{"loss", "#1f77b4", {}}, eval{"eval_loss", "#d62728", {}},
       lr{"learning_rate", "#2ca02c", {}}, gn{"grad_norm", "#9467bd", {}},
-      tps{"tokens/s", "#ff7f0e", {}};
+      tps{"tokens/s", "#ff7f0e", {}}, host{"host", "#8c564b", {}}, dev{"device", "#17becf", {}};
   std::ifstream f(output / "metrics.jsonl");
   size_t line_no = 0;
   for (std::string line; std::getline(f, line);) {
@@ -121,6 +121,10 @@ void write_report(const std::filesystem::path& output, const std::string& config
       lr.points.emplace_back(step, j["learning_rate"].get<double>());
       gn.points.emplace_back(step, j["grad_norm"].get<double>());
       tps.points.emplace_back(step, j["tokens_per_second"].get<double>());
+      if (j.contains("host_memory_gib"))
+        host.points.emplace_back(step, j["host_memory_gib"].get<double>());
+      if (j.contains("device_memory_gib"))
+        dev.points.emplace_back(step, j["device_memory_gib"].get<double>());
     }
     if (j.contains("eval_loss")) eval.points.emplace_back(step, j["eval_loss"].get<double>());
   }
@@ -138,7 +142,10 @@ void write_report(const std::filesystem::path& output, const std::string& config
     << svg_line_chart("loss and eval loss", {loss, eval}) << svg_line_chart("learning rate", {lr})
     << svg_line_chart("gradient norm (before clipping)", {gn})
     << svg_line_chart("throughput (tokens/s)", {tps})
-    << "</div>\n<h2>Configuration</h2>\n<pre class=\"config\">" << html_escape(config_yaml)
+    << svg_line_chart("memory in use (GiB)",
+                      dev.points.empty() ? std::vector{host} : std::vector{host, dev})
+    << "</div>\n<h2>Plan</h2>\n<pre class=\"plan\">" << html_escape(plan)
+    << "</pre>\n<h2>Configuration</h2>\n<pre class=\"config\">" << html_escape(config_yaml)
     << "</pre>\n</body>\n</html>\n";
   write_file_atomic(output / "report.html", h.str());
 }

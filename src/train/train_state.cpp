@@ -63,14 +63,17 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
+void copy_tokenizer_files(const fs::path& tokenizer_dir, const fs::path& out) {
+  for (const char* name : kTokenizerFiles)
+    if (fs::is_regular_file(tokenizer_dir / name))
+      copy_file_atomic(tokenizer_dir / name, out / name);
+}
+
 void copy_model_side_files(const fs::path& model_dir, const fs::path& tokenizer_dir,
                            const fs::path& out) {
   if (fs::is_regular_file(model_dir / "generation_config.json"))
     copy_file_atomic(model_dir / "generation_config.json", out / "generation_config.json");
-  if (tokenizer_dir.empty()) return;
-  for (const char* name : kTokenizerFiles)
-    if (fs::is_regular_file(tokenizer_dir / name))
-      copy_file_atomic(tokenizer_dir / name, out / name);
+  if (!tokenizer_dir.empty()) copy_tokenizer_files(tokenizer_dir, out);
 }
 
 fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
@@ -180,9 +183,11 @@ std::string resume_config_difference(const std::string& saved_yaml, const TrainC
     return str_cat("the saved configuration is not readable (", e.msg, ")");
   }
   std::string diff;
+  const TrainConfig defaults;
   for (const auto& o : train_options()) {
     if (kResumeMayChange.count(o.name)) continue;
-    const std::string was = saved[o.name] ? saved[o.name].as<std::string>() : "(absent)";
+    // An option added after the checkpoint was written: it had its default then.
+    const std::string was = saved[o.name] ? saved[o.name].as<std::string>() : o.get(defaults);
     const std::string is = o.get(now);
     if (was != is)
       diff += str_cat(diff.empty() ? "" : "; ", o.name, " was '", was, "', now '", is, "'");

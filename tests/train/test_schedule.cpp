@@ -129,6 +129,16 @@ TEST(TrainSchedule, MaxStepsWinsOverEpochs) {
   EXPECT_EQ(s.total_steps, 4);
   EXPECT_EQ(s.steps_per_epoch, 3);
   EXPECT_EQ(s.losses.size(), 4u);
+  // The epoch shown never passes its total: 4 steps of an epoch of 3 are 4/3 epochs.
+  EXPECT_NE(log.str().find("3 steps per epoch (4 × 1 accumulated), 4 steps (1.33333 epochs)"),
+            std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("step 4/4  loss "), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("epoch 1.33/1.33"), std::string::npos) << log.str();
+  const auto m = read_metrics(c.output_dir / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 4u);
+  for (size_t i = 0; i < m.size(); ++i)
+    EXPECT_NEAR(m[i]["epoch"].get<double>(), double(i + 1) / 3.0, 1e-12) << i;
 }
 
 // Epochs of nothing: a file whose every label is masked is refused before the engine is made.
