@@ -16,8 +16,10 @@ struct ChartSeries {
   std::vector<std::pair<double, double>> points;  // (step, value)
 };
 
-// An <svg> of the series on shared axes (min/max labels), or a note when there is no point.
-std::string svg_line_chart(const std::string& title, const std::vector<ChartSeries>& series);
+// An <svg> of the series on shared axes (min/max labels, with the digits that tell them apart),
+// or a note when there is no point. `y_from_zero`: the axis starts at 0 (amounts such as memory).
+std::string svg_line_chart(const std::string& title, const std::vector<ChartSeries>& series,
+                           bool y_from_zero = false);
 
 // Reads OUTPUT/metrics.jsonl (every step of the run, a resumed one's too) and writes
 // OUTPUT/report.html atomically. `summary` lines go in a list at the top; `plan` is the engine's

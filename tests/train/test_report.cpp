@@ -64,6 +64,18 @@ TEST(TrainReport, PageHoldsEveryPlotAndTheConfiguration) {
   EXPECT_EQ(html.find("<link"), std::string::npos);
 }
 
+// The axis labels carry the digits that tell its ends apart (both read "0.1739" at 4 digits);
+// amounts (memory) are drawn from 0.
+TEST(TrainReport, AxisLabelsTellTheEndsApartAndAmountsStartAtZero) {
+  const ChartSeries s{"host", "#000", {{1, 0.173912}, {2, 0.173948}}};
+  const std::string svg = svg_line_chart("memory", {s});
+  EXPECT_NE(svg.find(">0.173948</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">0.173912</text>"), std::string::npos) << svg;
+  const std::string zero = svg_line_chart("memory", {s}, true);
+  EXPECT_NE(zero.find(">0</text>"), std::string::npos) << zero;
+  EXPECT_NE(zero.find(">0.1739</text>"), std::string::npos) << zero;
+}
+
 TEST(TrainReport, ChartWithoutDataSaysSo) {
   const std::string svg = svg_line_chart("empty", {ChartSeries{"x", "#000", {}}});
   EXPECT_NE(svg.find("no data"), std::string::npos);
