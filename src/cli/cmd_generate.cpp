@@ -15,6 +15,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/size_parse.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
@@ -97,7 +98,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
       try {
         messages = nlohmann::ordered_json::parse(read_text_file(f, "the messages file"));
       } catch (const nlohmann::json::exception& e) {
-        SF_FAIL(f.string(), ": not valid JSON (", e.what(), ")");
+        SF_FAIL(f.string(), ": not valid JSON (", json_error_text(e), ")");
       }
       SF_CHECK(messages.is_array(), f.string(), ": expected a list of {\"role\", \"content\"}");
     } else {

@@ -237,7 +237,7 @@ std::vector<Record> read_dataset_text(const std::string& content,
     } catch (const Error& e) {
       err = e.what();
     } catch (const nlohmann::json::exception& e) {  // a check above missed: still name the line
-      err = e.what();
+      err = json_error_text(e);
     }
     skip_or_fail(str_cat(file.string(), ":", unit, line, ": ", err), "records");
   };

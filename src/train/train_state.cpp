@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
@@ -131,7 +132,8 @@ TrainerState read_trainer_state(const fs::path& dir) {
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    SF_FAIL(state_file.string(), ": not valid JSON (truncated or corrupt checkpoint): ", e.what());
+    SF_FAIL(state_file.string(), ": not valid JSON (truncated or corrupt checkpoint): ",
+            json_error_text(e));
   }
   TrainerState st;
   try {
@@ -145,7 +147,7 @@ TrainerState read_trainer_state(const fs::path& dir) {
     SF_CHECK(j.at("optimizer_steps_done").get<int64_t>() == st.global_step && st.global_step >= 1,
              state_file.string(), ": inconsistent step counts");
   } catch (const nlohmann::json::exception& e) {
-    SF_FAIL(state_file.string(), ": a field is missing or of the wrong type (", e.what(),
+    SF_FAIL(state_file.string(), ": a field is missing or of the wrong type (", json_error_text(e),
             "): corrupt checkpoint");
   }
   return st;

@@ -117,6 +117,12 @@ TEST(Dataset, MalformedRecordsNameFileAndLine) {
   EXPECT_NE(e.find("empty2.jsonl:1: \"conversations\" must be a non-empty list"),
             std::string::npos)
       << e;
+  // A syntax error: file, line and column in words, no JSON-library tag.
+  write(d / "syntax.jsonl", R"({"text": "a"})" "\n" R"({"text": "b",})" "\n");
+  e = error_of([&] { read_dataset(d / "syntax.jsonl", {}); });
+  EXPECT_NE(e.find("syntax.jsonl:2: not valid JSON (at column 14: syntax error"), std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
   write(d / "c.jsonl", R"({"foo": 1})" "\n");
   e = error_of([&] { read_dataset(d / "c.jsonl", {}); });
   EXPECT_NE(e.find("cannot tell the format"), std::string::npos) << e;
