@@ -166,8 +166,9 @@ void load_training_tensors(Engine& engine, const fs::path& dir, int64_t steps) {
                ": the checkpoint is of another model (or corrupt)");
       const TensorInfo& info = reader.get(name);
       SF_CHECK(info.dtype == DType::kF32 && info.shape == t.desc.shape, reader.path().string(),
-               ": tensor ", name, " has another dtype or shape than this model's: the checkpoint ",
-               "is of another model");
+               ": tensor ", name, " is ", dtype_name(info.dtype), " ", shape_str(info.shape),
+               " in the checkpoint but F32 ", shape_str(t.desc.shape),
+               " in this model: the checkpoint is of another model");
       reader.read_f32(name, dst, size_t(t.numel));
     }
   });

@@ -155,6 +155,11 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   r.resume_from_checkpoint = other.string();
   e = error_text([&] { run_training(r, log); });
   EXPECT_NE(e.find("is of another model"), std::string::npos) << e;
+  // ... naming the tensor and both shapes.
+  EXPECT_NE(e.find("tensor model.embed_tokens.weight.master is F32 [256, 48] in the checkpoint "
+                   "but F32 [256, 32] in this model"),
+            std::string::npos)
+      << e;
 
   // Truncated files.
   const fs::path cut = d / "cut";
@@ -167,6 +172,15 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   EXPECT_NE(e.find("trainer_state.json: not valid JSON (truncated or corrupt checkpoint)"),
             std::string::npos)
       << e;
+  // Corrupt: valid JSON whose fields are wrong.
+  write_text(cut / "trainer_state.json",
+             "{\"format\": \"slideformer-trainer-state-1\", \"global_step\": \"three\"}");
+  e = error_text([&] { run_training(r, log); });
+  EXPECT_NE(e.find("trainer_state.json: a field is missing or of the wrong type ("),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("): corrupt checkpoint"), std::string::npos) << e;
+  EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
   write_text(cut / "trainer_state.json", js);
   const std::string st = read_text(cut / "training_state.safetensors");
   write_text(cut / "training_state.safetensors", st.substr(0, st.size() - 100));
@@ -183,6 +197,17 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   e = error_text([&] { run_training(r, log); });
   EXPECT_NE(e.find("the training samples differ from the checkpoint's"), std::string::npos) << e;
   write_text(c.data, data);
+
+  // A corrupt OUTPUT/latest is named, never a silent restart from the model.
+  r = c;
+  r.resume_from_checkpoint = "auto";
+  const std::string latest = read_text(c.output_dir / "latest");
+  write_text(c.output_dir / "latest", "../elsewhere\n");
+  e = error_text([&] { run_training(r, log); });
+  EXPECT_NE(e.find((c.output_dir / "latest").string() + ": does not name a checkpoint directory"),
+            std::string::npos)
+      << e;
+  write_text(c.output_dir / "latest", latest);
 
   // auto: OUTPUT/latest; the run continues where it stopped.
   r = c;
