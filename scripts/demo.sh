@@ -36,6 +36,8 @@ YAML
 ./build/slideformer train out/tiny-llama-ft.yaml overwrite_output_dir=true
 # Try the result through its GPT-2 tokenizer. Sampled (seeded): after 40 steps the greedy choice
 # is mostly the book's line breaks.
-./build/slideformer generate --model out/tiny-llama-ft --prompt "Alice was beginning to" \
+prompt="Alice was beginning to"
+echo "generate: $prompt ..."
+./build/slideformer generate --model out/tiny-llama-ft --prompt "$prompt" \
   --max-new-tokens 40 --temperature 0.8 --top-p 0.95 --seed 1
 echo "demo: $(($(date +%s) - start)) s, build included; the report: out/tiny-llama-ft/report.html"
