@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Opens a training report in a real browser (headless Chromium from Debian, installed if missing)
-# and takes a screenshot. usage: bash scripts/report_screenshot.sh [REPORT.html] [OUT.png]
-# Without REPORT.html it trains a tiny model for 30 steps (with evaluation) to make one.
+# and takes a screenshot; checks that the browser's DOM holds the 5 SVG plots with their lines.
+# usage: bash scripts/report_screenshot.sh [REPORT.html|-] [OUT.png]
+# Without REPORT.html (or with -) it trains a tiny model for 30 steps (with evaluation) to make one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${SLIDEFORMER:-build/slideformer}
 report=${1:-}
+[ "$report" = - ] && report=""  # "-": make one, as without an argument
 png=${2:-out/report.png}
 if ! command -v chromium >/dev/null; then
+  # Under ctest (REPORT_NO_INSTALL=1) a machine without Chromium skips instead of installing it.
+  if [ -n "${REPORT_NO_INSTALL:-}" ]; then echo "skipped: no chromium"; exit 77; fi
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium
 fi
@@ -26,4 +30,14 @@ mkdir -p "$(dirname "$png")"
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1360,1000 \
   --screenshot="$(realpath -m "$png")" "file://$(realpath "$report")" 2>/dev/null
 test -s "$png"
-echo "screenshot of $report: $png"
+# The page as the browser parsed it: every plot an SVG element with its lines.
+dom=$(chromium --headless --no-sandbox --disable-gpu --dump-dom "file://$(realpath "$report")" \
+  2>/dev/null)
+svgs=$(grep -o '<svg ' <<<"$dom" | wc -l)
+lines=$(grep -o '<polyline ' <<<"$dom" | wc -l)
+if [ "$svgs" -ne 5 ] || [ "$lines" -lt 5 ]; then
+  echo "report_screenshot: Chromium parsed $svgs SVG plots with $lines lines in $report" \
+    "(expected 5 plots, each with a line)" >&2
+  exit 1
+fi
+echo "screenshot of $report: $png (Chromium parsed $svgs SVG plots, $lines lines)"

@@ -1,6 +1,7 @@
 // `slideformer generate --model DIR [--chat] --prompt TEXT | --messages FILE
 //  [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--tokenizer DIR]
-//  [--chat-template NAME|FILE] [--backend auto|cpu|cuda] [--gpu-memory SIZE] [--print-ids]
+//  [--chat-template NAME|FILE] [--template-kwargs JSON] [--backend auto|cpu|cuda]
+//  [--gpu-memory SIZE] [--print-ids]
 //  [--prompt-ids 1,2,3 instead of a text prompt]`
 // Greedy (the default, temperature 0) or sampled decoding from a model directory with a KV cache,
 // through its chat template with --chat / --messages; the new text on stdout, where the layers
@@ -15,6 +16,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/size_parse.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
@@ -59,7 +61,7 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 int cmd_generate(const std::vector<std::string>& argv) {
   Args a(argv,
          {"model", "tokenizer", "prompt", "messages", "max-new-tokens", "temperature", "top-p",
-          "seed", "chat-template", "backend", "gpu-memory", "prompt-ids"},
+          "seed", "chat-template", "template-kwargs", "backend", "gpu-memory", "prompt-ids"},
          {"chat", "print-ids"}, "generate");
   const std::filesystem::path model = a.required("model");
   SF_CHECK(int(a.has("prompt")) + int(a.has("messages")) + int(a.has("prompt-ids")) == 1,
@@ -79,7 +81,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
   const std::filesystem::path tok_dir =
       a.has("tokenizer") ? std::filesystem::path(a.str("tokenizer", "")) : model;
   std::optional<Tokenizer> tok;
-  if (std::filesystem::exists(tok_dir / "tokenizer.json")) tok = Tokenizer::load(tok_dir);
+  if (Tokenizer::present(tok_dir)) tok = Tokenizer::load(tok_dir);
   // Ids in and ids out need no tokenizer; anything with text does.
   SF_CHECK(tok || spec.vocab == 256 || (a.has("prompt-ids") && a.flag("print-ids")),
            "generate: no tokenizer.json in ", tok_dir.string(), " and the vocabulary is ",
@@ -87,6 +89,7 @@ int cmd_generate(const std::vector<std::string>& argv) {
   std::vector<int32_t> prompt;
   const bool chat = a.flag("chat") || a.has("messages");
   SF_CHECK(!chat || !a.has("prompt-ids"), "generate: --chat renders text: use --prompt TEXT");
+  SF_CHECK(chat || !a.has("template-kwargs"), "generate: --template-kwargs needs --chat");
   if (a.has("prompt-ids")) {
     prompt = parse_ids(a.str("prompt-ids", ""));
   } else if (chat) {
@@ -97,15 +100,27 @@ int cmd_generate(const std::vector<std::string>& argv) {
       try {
         messages = nlohmann::ordered_json::parse(read_text_file(f, "the messages file"));
       } catch (const nlohmann::json::exception& e) {
-        SF_FAIL(f.string(), ": not valid JSON (", e.what(), ")");
+        SF_FAIL(f.string(), ": not valid JSON (", json_error_text(e), ")");
       }
       SF_CHECK(messages.is_array(), f.string(), ": expected a list of {\"role\", \"content\"}");
     } else {
       messages =
           nlohmann::ordered_json::array({{{"role", "user"}, {"content", a.str("prompt", "")}}});
     }
+    // The template's keyword options, as train's chat_template_kwargs (e.g. Qwen3's
+    // {"enable_thinking": false}: the reply starts after an empty <think></think>).
+    nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+    if (a.has("template-kwargs")) {
+      try {
+        kwargs = nlohmann::ordered_json::parse(a.str("template-kwargs", "{}"));
+      } catch (const nlohmann::json::exception& e) {
+        SF_FAIL("generate: --template-kwargs is not valid JSON (", json_error_text(e, true), ")");
+      }
+      SF_CHECK(kwargs.is_object(), "generate: --template-kwargs must be a JSON object, e.g. ",
+               "'{\"enable_thinking\": false}'");
+    }
     const ChatTemplate t = resolve_chat_template(a.str("chat-template", ""), tok_dir, &*tok);
-    prompt = tok->encode(t.render(messages, true, nlohmann::ordered_json::object()), false);
+    prompt = tok->encode(t.render(messages, true, kwargs), false);
   } else if (tok) {
     prompt = tok->encode(a.str("prompt", ""), true);
   } else {

@@ -10,12 +10,14 @@
 #include "cli/commands.h"
 #include "cli/train_args.h"
 #include "core/error.h"
+#include "data/tokenizer.h"
 #include "engine/engine.h"
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "model/spec.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/train_state.h"
 #include "train/trainer.h"
 
 namespace sf {
@@ -30,7 +32,7 @@ int cmd_train(const std::vector<std::string>& argv) {
 int cmd_init_model(const std::vector<std::string>& argv) {
   Args a(argv,
          {"out", "arch", "hidden", "layers", "heads", "kv-heads", "head-dim", "intermediate",
-          "vocab", "seed"},
+          "vocab", "seed", "tokenizer"},
          {"tie-embeddings"}, "init-model");
   TinyModelOptions o;
   o.arch = a.str("arch", o.arch);
@@ -43,8 +45,26 @@ int cmd_init_model(const std::vector<std::string>& argv) {
   o.vocab = a.integer("vocab", o.vocab);
   o.seed = uint64_t(a.integer("seed", int64_t(o.seed)));
   o.tie_word_embeddings = a.flag("tie-embeddings");
-  write_random_model(a.required("out"), o);
-  std::cout << "wrote " << a.required("out") << "\n";
+  const std::filesystem::path out = a.required("out");
+  if (!a.has("tokenizer")) {
+    write_random_model(out, o);
+    std::cout << "wrote " << out.string() << "\n";
+    return 0;
+  }
+  // A model for a real tokenizer: its vocabulary (padded to a multiple of 64, as the published
+  // models do, unless --vocab says otherwise), its BOS/EOS ids, and its files beside the weights.
+  const std::filesystem::path tok_dir = a.str("tokenizer", "");
+  const Tokenizer tok = Tokenizer::load(tok_dir);
+  const int64_t need = tok.vocab_size();
+  o.vocab = a.has("vocab") ? o.vocab : (need + 63) / 64 * 64;
+  SF_CHECK(o.vocab >= need, "init-model: --vocab ", o.vocab, " is smaller than the ", need,
+           " ids of the tokenizer in ", tok_dir.string());
+  if (tok.bos_id() >= 0) o.bos_id = tok.bos_id();
+  if (tok.eos_id() >= 0) o.eos_id = tok.eos_id();
+  write_random_model(out, o);
+  copy_tokenizer_files(tok_dir, out);
+  std::cout << "wrote " << out.string() << " (vocabulary " << o.vocab << " for the " << need
+            << " ids of the tokenizer in " << tok_dir.string() << ")\n";
   return 0;
 }
 

@@ -58,13 +58,25 @@ void check_json_depth(std::string_view text, const std::string& where, int max_d
   }
 }
 
+std::string json_error_text(const nlohmann::json::exception& e, bool one_line) {
+  std::string s = e.what();
+  if (s.rfind("[json.exception.", 0) == 0) {
+    const size_t close = s.find("] ");
+    if (close != std::string::npos) s.erase(0, close + 2);
+  }
+  const std::string lead = "parse error at line 1, column ";
+  if (one_line && s.rfind(lead, 0) == 0) s = "at column " + s.substr(lead.size());
+  return s;
+}
+
 nlohmann::ordered_json parse_json(std::string_view text, const std::string& where,
                                   int max_depth) {
   check_json_depth(text, where, max_depth);
   try {
     return nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    SF_FAIL(where, ": not valid JSON (", e.what(), ")");
+    const bool one_line = text.find('\n') == std::string_view::npos;
+    SF_FAIL(where, ": not valid JSON (", json_error_text(e, one_line), ")");
   }
 }
 

@@ -32,4 +32,9 @@ void check_json_depth(std::string_view text, const std::string& where,
 nlohmann::ordered_json parse_json(std::string_view text, const std::string& where,
                                   int max_depth = kMaxJsonDepth);
 
+// A JSON library error in words for users: without the library's "[json.exception.type.N]" tag,
+// and for a parse error of one line (a JSONL record) "at column C" instead of "at line 1,
+// column C" (the caller names the file's line).
+std::string json_error_text(const nlohmann::json::exception& e, bool one_line = false);
+
 }  // namespace sf

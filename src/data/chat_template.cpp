@@ -197,9 +197,13 @@ ChatTemplate resolve_chat_template(const std::string& choice,
                                    const std::filesystem::path& tokenizer_dir,
                                    const Tokenizer* tok) {
   if (choice.empty()) return ChatTemplate::from_tokenizer_dir(tokenizer_dir);
-  ChatTemplate t = choice == "llama3" || choice == "llama2" || choice == "chatml"
-                       ? ChatTemplate::builtin(choice)
-                       : ChatTemplate::from_file(choice);
+  const bool builtin = choice == "llama3" || choice == "llama2" || choice == "chatml";
+  // A name that is not a file is taken for a built-in's name, misspelt (e.g. "qwen", "llama-3").
+  SF_CHECK(builtin || std::filesystem::exists(choice), "chat template '", choice,
+           "' is neither a built-in template (llama3, llama2, chatml) nor a file: give one of ",
+           "those names or a Jinja template file (without chat_template, the tokenizer's own ",
+           "template is used)");
+  ChatTemplate t = builtin ? ChatTemplate::builtin(choice) : ChatTemplate::from_file(choice);
   if (tok) {
     if (!tok->bos_token().empty()) t.set_special_token("bos_token", tok->bos_token());
     if (!tok->eos_token().empty()) t.set_special_token("eos_token", tok->eos_token());

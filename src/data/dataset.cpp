@@ -1,5 +1,8 @@
 #include "data/dataset.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "core/error.h"
 #include "core/input_file.h"
 
@@ -126,7 +129,9 @@ Record sharegpt(const json& obj, const Columns& c) {
   static const std::string kEmpty;
   for (size_t i = 0; i < conv.size(); ++i) {
     SF_CHECK(conv[i].is_object(), "turn ", i, " of \"", c.conversations, "\" is not an object");
-    const std::string& from = string_field(conv[i], c.from, true, kEmpty);
+    // ShareGPT files written with OpenAI's keys ({"role", "content"} turns) are read as such.
+    const bool openai_keys = !conv[i].contains(c.from) && conv[i].contains("role");
+    const std::string& from = string_field(conv[i], openai_keys ? "role" : c.from, true, kEmpty);
     std::string role;
     if (from == "human" || from == "user") role = "user";
     else if (from == "gpt" || from == "assistant") role = "assistant";
@@ -134,7 +139,8 @@ Record sharegpt(const json& obj, const Columns& c) {
     else
       SF_FAIL("turn ", i, ": unknown speaker \"", from,
               "\" (use human/user, gpt/assistant or system)");
-    r.messages.push_back(message(role, string_field(conv[i], c.value, true, kEmpty)));
+    r.messages.push_back(
+        message(role, string_field(conv[i], openai_keys ? "content" : c.value, true, kEmpty)));
   }
   return r;
 }
@@ -152,6 +158,12 @@ Record messages(const json& obj, const Columns& c) {
     SF_CHECK(msgs[i].is_object(), "message ", i, " is not an object");
     json m = msgs[i];  // other keys (e.g. reasoning_content) go to the template as they are
     const std::string role = string_field(msgs[i], c.role, true, kEmpty);
+    // The roles of OpenAI's format and of the templates we run (Llama 3.1's tool results come
+    // as "ipython"); anything else is a typo a template would render silently.
+    static const char* const kRoles[] = {"system",    "user",    "assistant", "tool",
+                                         "developer", "ipython", "function"};
+    SF_CHECK(std::find(std::begin(kRoles), std::end(kRoles), role) != std::end(kRoles), "message ",
+             i, ": unknown role \"", role, "\" (use system, user, assistant or tool)");
     SF_CHECK(msgs[i].contains(c.content) && msgs[i].at(c.content).is_string(), "message ", i,
              ": \"", c.content, "\" must be a string");
     if (c.role != "role") m.erase(c.role);
@@ -225,7 +237,7 @@ std::vector<Record> read_dataset_text(const std::string& content,
     } catch (const Error& e) {
       err = e.what();
     } catch (const nlohmann::json::exception& e) {  // a check above missed: still name the line
-      err = e.what();
+      err = json_error_text(e);
     }
     skip_or_fail(str_cat(file.string(), ":", unit, line, ": ", err), "records");
   };

@@ -89,8 +89,7 @@ class PrefixTokens {
 
 std::vector<TokenSpan> assistant_spans(const ojson& messages, const std::vector<int32_t>& ids,
                                        const Tokenizer& tok, const ChatTemplate& chat,
-                                       bool last_only) {
-  const ojson none = ojson::object();
+                                       bool last_only, const ojson& none) {
   const std::string full = chat.render(messages, false, none);
   std::vector<TokenSpan> spans;
   PrefixTokens prefix(full, ids, tok);
@@ -170,20 +169,22 @@ Sample encode_record(const Record& r, const Tokenizer* tok, const ChatTemplate* 
       SF_CHECK(chat, "a conversation needs a chat template: the tokenizer folder has none; pass ",
                "--chat-template llama3|llama2|chatml or a template file");
       // As apply_chat_template(tokenize=True): the template writes BOS itself where it wants one.
-      out.ids = tok->encode(chat->render(r.messages, false, ojson::object()), false);
+      out.ids = tok->encode(chat->render(r.messages, false, opt.template_kwargs), false);
       if (opt.mask == LossMask::kAll) {
         out.labels = out.ids;
         break;
       }
       out.labels.assign(out.ids.size(), -100);
       const bool last = opt.mask == LossMask::kLastAssistant;
-      std::vector<TokenSpan> spans = assistant_spans(r.messages, out.ids, *tok, *chat, last);
+      std::vector<TokenSpan> spans =
+          assistant_spans(r.messages, out.ids, *tok, *chat, last, opt.template_kwargs);
       for (const TokenSpan& s : spans)
         for (int64_t i = s.begin; i < s.end; ++i) out.labels[size_t(i)] = out.ids[size_t(i)];
       break;
     }
   }
-  if (int64_t(out.ids.size()) > opt.cutoff_len) {
+  const bool chunked_later = r.kind == Record::Kind::kText && opt.text_chunk;
+  if (int64_t(out.ids.size()) > opt.cutoff_len && !chunked_later) {
     out.ids.resize(size_t(opt.cutoff_len));
     out.labels.resize(size_t(opt.cutoff_len));
     if (truncated) *truncated = true;

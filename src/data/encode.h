@@ -25,8 +25,14 @@ LossMask parse_loss_mask(const std::string& name);  // assistant | all | last
 struct EncodeOptions {
   LossMask mask = LossMask::kAssistant;
   int64_t cutoff_len = 2048;  // longer samples are truncated; the mask stays aligned
+  // Plain-text records longer than cutoff_len are left whole for prepare_samples to cut into
+  // cutoff_len pieces, as a .txt file is (else truncated like the rest).
+  bool text_chunk = false;
   bool text_add_special_tokens = true;  // plain text: the post-processor's BOS/EOS
   bool text_append_eos = true;          // plain text: end with EOS so the model learns to stop
+  // Keyword options of the chat template, as apply_chat_template(**kwargs) takes them (e.g.
+  // {"enable_thinking": false}); every render of a conversation sees them.
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 };
 
 
@@ -44,8 +50,9 @@ struct TokenSpan {
   int64_t begin = 0, end = 0;
 };
 // `last_only`: only the last assistant turn's span (--loss-mask last: two renders, not 2n).
-std::vector<TokenSpan> assistant_spans(const nlohmann::ordered_json& messages,
-                                       const std::vector<int32_t>& ids, const Tokenizer& tok,
-                                       const ChatTemplate& chat, bool last_only = false);
+std::vector<TokenSpan> assistant_spans(
+    const nlohmann::ordered_json& messages, const std::vector<int32_t>& ids, const Tokenizer& tok,
+    const ChatTemplate& chat, bool last_only = false,
+    const nlohmann::ordered_json& template_kwargs = nlohmann::ordered_json::object());
 
 }  // namespace sf

@@ -50,7 +50,8 @@ uint64_t samples_cache_key(const DataConfig& cfg, const std::string& data, const
     h.str(*s);
   h.str(str_cat(int(cfg.read.format), "/", cfg.read.skip_malformed, "/", int(cfg.encode.mask), "/",
                 cfg.encode.cutoff_len, "/", cfg.encode.text_add_special_tokens, "/",
-                cfg.encode.text_append_eos));
+                cfg.encode.text_append_eos, "/", cfg.encode.template_kwargs.dump(), "/",
+                cfg.encode.text_chunk));
   return h.h;
 }
 
@@ -178,8 +179,25 @@ std::vector<Sample> prepare_samples(const DataConfig& cfg, const Tokenizer* tok,
       ++st.no_loss;
       continue;
     }
-    st.tokens += int64_t(encoded[i].ids.size());
-    out.push_back(std::move(encoded[i]));
+    const size_t cut = size_t(cfg.encode.cutoff_len);
+    if (encoded[i].ids.size() <= cut) {
+      st.tokens += int64_t(encoded[i].ids.size());
+      out.push_back(std::move(encoded[i]));
+      continue;
+    }
+    // A long text record (encode left it whole): pieces of cutoff_len, the last of >= 2 tokens,
+    // as load_text_samples cuts a .txt file.
+    ++st.chunked;
+    const Sample& whole = encoded[i];
+    for (size_t b = 0; b + 1 < whole.ids.size(); b += cut) {
+      const size_t e = std::min(whole.ids.size(), b + cut);
+      Sample piece;
+      piece.ids.assign(whole.ids.begin() + long(b), whole.ids.begin() + long(e));
+      piece.labels.assign(whole.labels.begin() + long(b), whole.labels.begin() + long(e));
+      st.tokens += int64_t(piece.ids.size());
+      ++st.chunks;
+      out.push_back(std::move(piece));
+    }
   }
   SF_CHECK(!out.empty(), "the dataset ", cfg.file, " gives no sample with a label to learn from (",
            st.no_loss, " without any)");

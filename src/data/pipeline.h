@@ -27,6 +27,7 @@ struct DataConfig {
 
 struct DataStats {
   int64_t records = 0, skipped_malformed = 0, truncated = 0, no_loss = 0, tokens = 0;
+  int64_t chunked = 0, chunks = 0;  // text records cut into cutoff_len pieces, and the pieces
   bool from_cache = false;
   std::filesystem::path cache_file;
 };

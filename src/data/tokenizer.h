@@ -33,8 +33,12 @@ namespace sf {
 
 class Tokenizer {
  public:
-  // Reads dir/tokenizer.json and, when present, dir/tokenizer_config.json.
+  // Reads dir/tokenizer.json and, when present, dir/tokenizer_config.json. A folder with only
+  // a SentencePiece tokenizer.model is refused, saying how to write its tokenizer.json.
   static Tokenizer load(const std::filesystem::path& dir);
+  // Whether `dir` holds a tokenizer that load() reads or refuses with advice (tokenizer.json or
+  // tokenizer.model): a folder where none is found may stand in byte ids, one with either not.
+  static bool present(const std::filesystem::path& dir);
   // The same from JSON text; `source` names the file in error messages.
   static Tokenizer from_json(std::string_view tokenizer_json, std::string_view config_json = {},
                              const std::string& source = "tokenizer.json");

@@ -120,8 +120,22 @@ std::string config_token(const Json& cfg, const char* key) {
 
 }  // namespace
 
+bool Tokenizer::present(const std::filesystem::path& dir) {
+  return std::filesystem::exists(dir / "tokenizer.json") ||
+         std::filesystem::exists(dir / "tokenizer.model");
+}
+
 Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
   std::filesystem::path tj = dir / "tokenizer.json", cj = dir / "tokenizer_config.json";
+  // SentencePiece's own format is not read here (docs/decisions.md, "SentencePiece-only
+  // folders"): transformers converts it to the tokenizer.json that every other tool reads.
+  SF_CHECK(std::filesystem::exists(tj) || !std::filesystem::exists(dir / "tokenizer.model"),
+           dir.string(), " holds tokenizer.model (a SentencePiece model) but no tokenizer.json, ",
+           "and only tokenizer.json is read. Write it next to the model once with transformers: ",
+           "python3 -c \"from transformers import AutoTokenizer; d='", dir.string(),
+           "'; AutoTokenizer.from_pretrained(d).save_pretrained(d)\" (needs the sentencepiece ",
+           "and protobuf packages), or give tokenizer: DIR, a folder with the model's ",
+           "tokenizer.json");
   SF_CHECK(std::filesystem::exists(tj), tj.string(),
            ": not found (pass the Hugging Face model directory that holds tokenizer.json)");
   std::string config = std::filesystem::exists(cj) ? read_file(cj) : std::string();

@@ -35,6 +35,9 @@ void validate_tiny_model_options(const TinyModelOptions& o) {
            o.rope_theta, "; it must be a positive finite number");
   SF_CHECK(std::isfinite(o.rms_norm_eps) && float(o.rms_norm_eps) > 0,
            "init-model: --rms-norm-eps is ", o.rms_norm_eps, "; it must be positive (in float)");
+  for (auto [name, id] : {std::pair{"bos_token_id", o.bos_id}, std::pair{"eos_token_id", o.eos_id}})
+    SF_CHECK(id >= 0 && id < o.vocab, "init-model: ", name, " ", id,
+             " is outside the vocabulary of ", o.vocab, " tokens");
   SF_CHECK(std::isfinite(o.init_std) && o.init_std >= 0, "init-model: --init-std is ",
            o.init_std, "; it must be a finite non-negative number");
 }
@@ -67,8 +70,8 @@ std::string tiny_model_config_json(const TinyModelOptions& o) {
   j["tie_word_embeddings"] = o.tie_word_embeddings;
   j["attention_dropout"] = 0.0;
   j["torch_dtype"] = "float32";
-  j["bos_token_id"] = 1;
-  j["eos_token_id"] = 2;
+  j["bos_token_id"] = o.bos_id;
+  j["eos_token_id"] = o.eos_id;
   if (o.arch == "qwen2" || o.arch == "qwen3") j["use_sliding_window"] = false;
   if (o.arch == "mistral") j["sliding_window"] = nullptr;
   return j.dump(2) + "\n";

@@ -14,6 +14,7 @@ struct TinyModelOptions {
   int64_t intermediate = 344, vocab = 256, max_positions = 2048;
   double rope_theta = 10000.0, rms_norm_eps = 1e-5, init_std = 0.02;
   bool tie_word_embeddings = false;
+  int64_t bos_id = 1, eos_id = 2;  // config.json's bos_token_id / eos_token_id (< vocab)
   uint64_t seed = 1234;
 };
 

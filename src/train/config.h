@@ -19,11 +19,14 @@ struct TrainConfig {
   std::string dataset_format = "auto";
   std::vector<std::string> columns;     // "key=name" remappings
   std::string chat_template;            // empty: the tokenizer's; or llama3|llama2|chatml|FILE
+  std::string chat_template_kwargs = "{}";  // a JSON object: the template's keyword options
+  std::string enable_thinking = "auto";     // auto | true | false: the template's enable_thinking
   std::string loss_mask = "assistant";  // assistant | all | last
   bool packing = false;
   bool skip_malformed = false;
   bool cache = true;  // the tokenised cache next to the output
   int64_t cutoff_len = 256;
+  std::string text_overflow = "chunk";  // chunk | truncate: dataset text records > cutoff_len
   bool show_sample = false;             // print the first sample, rendered, with its loss mask
   // output
   std::filesystem::path output_dir;  // required unless no_save

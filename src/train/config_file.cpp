@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "train/options.h"
@@ -13,6 +14,40 @@
 namespace sf {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// A YAML value as JSON (chat_template_kwargs written as a mapping): plain scalars that read as
+// booleans or numbers become those, quoted ones stay strings.
+nlohmann::ordered_json yaml_to_json(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
+    for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+    return o;
+  }
+  if (n.IsSequence()) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const auto& item : n) a.push_back(yaml_to_json(item));
+    return a;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const std::string s = n.as<std::string>();
+  if (n.Tag() == "!") return s;  // quoted
+  if (s == "true" || s == "True") return true;
+  if (s == "false" || s == "False") return false;
+  if (s == "null" || s == "~") return nullptr;
+  try {
+    size_t used = 0;
+    const long long i = std::stoll(s, &used);
+    if (used == s.size()) return i;
+    const double d = std::stod(s, &used);
+    if (used == s.size()) return d;
+  } catch (const std::exception&) {
+  }
+  return s;
+}
+
+}  // namespace
 
 void check_readable_file(const fs::path& p, const std::string& what) {
   std::error_code ec;
@@ -68,6 +103,8 @@ void load_config_file(TrainConfig& c, const fs::path& file) {
         SF_CHECK(item.IsScalar(), where, ": expects a list of key=name strings");
         value += (value.empty() ? "" : ",") + item.as<std::string>();
       }
+    } else if (v.IsMap() && o->name == "chat_template_kwargs") {
+      value = yaml_to_json(v).dump();
     } else if (v.IsNull()) {
       SF_FAIL(where, ": has no value (write '", key, ": VALUE', or remove the line)");
     } else {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/size_parse.h"
@@ -87,6 +88,21 @@ const std::vector<std::string> kDtypes = {"bf16", "f32"};
 const std::vector<std::string> kBackends = {"auto", "cpu", "cuda"};
 const std::vector<std::string> kDeviceOptimizer = {"auto", "off", "all"};
 const std::vector<std::string> kReports = {"none", "tensorboard"};
+const std::vector<std::string> kThinking = {"auto", "true", "false"};
+const std::vector<std::string> kOverflow = {"chunk", "truncate"};
+
+// A JSON object, kept in its compact form (the cache key and the resume check compare it).
+std::string parse_kwargs(const std::string& v, const std::string& where) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(v);
+  } catch (const nlohmann::json::exception&) {
+    SF_FAIL(where, ": expects a JSON object such as {\"enable_thinking\": false}, got '", v, "'");
+  }
+  SF_CHECK(j.is_object(), where, ": expects a JSON object such as {\"enable_thinking\": false}, ",
+           "got '", v, "'");
+  return j.dump();
+}
 
 // The table is laid out by hand (one option a paragraph); clang-format cannot see through SF_SET.
 // clang-format off
@@ -136,6 +152,16 @@ std::vector<OptionSpec> make_options() {
       {"chat_template", {"template"}, Type::kString,
        "chat template: llama3|llama2|chatml|FILE (default: the tokenizer's)", "a name or a file",
        {}, "model and data", SF_SET { c.chat_template = v; }, SF_GET { return c.chat_template; }},
+      {"chat_template_kwargs", {"template_kwargs"}, Type::kString,
+       "keyword options every render of the chat template sees, as apply_chat_template(**kwargs)"
+       " (a YAML mapping or JSON text)", "a JSON object", {}, "model and data",
+       SF_SET { c.chat_template_kwargs = parse_kwargs(v, w); },
+       SF_GET { return c.chat_template_kwargs; }},
+      {"enable_thinking", {}, Type::kEnum,
+       "the template's enable_thinking (Qwen3): false renders and trains replies after an empty "
+       "<think></think>; auto: the template's default", "", kThinking, "model and data",
+       SF_SET { c.enable_thinking = pick(v, w, kThinking); },
+       SF_GET { return c.enable_thinking; }},
       {"loss_mask", {}, Type::kEnum, "which tokens of a conversation carry the loss", "", kMasks,
        "model and data", SF_SET { c.loss_mask = pick(v, w, kMasks); },
        SF_GET { return c.loss_mask; }},
@@ -152,6 +178,11 @@ std::vector<OptionSpec> make_options() {
        "integer in [2, 16777216]", {}, "model and data",
        SF_SET { c.cutoff_len = parse_int(v, w, 2, int64_t(1) << 24); },
        SF_GET { return std::to_string(c.cutoff_len); }},
+      {"text_overflow", {}, Type::kEnum,
+       "a dataset's text record longer than cutoff_len: cut into cutoff_len samples as a .txt "
+       "file is (chunk), or its first cutoff_len tokens kept (truncate); the count is printed",
+       "", kOverflow, "model and data", SF_SET { c.text_overflow = pick(v, w, kOverflow); },
+       SF_GET { return c.text_overflow; }},
       {"show_sample", {}, Type::kBool,
        "print the first sample of each data file as the model sees it, «loss-carrying» parts marked",
        "true|false", {}, "model and data", SF_SET { c.show_sample = parse_bool(v, w); },
@@ -416,6 +447,9 @@ void validate_config(const TrainConfig& c) {
            "train without saving anything");
   SF_CHECK(!(c.no_save && c.save_steps > 0), "save_steps ", c.save_steps,
            " asks for checkpoints but no_save is set: drop one of them");
+  SF_CHECK(c.enable_thinking == "auto" ||
+               nlohmann::json::parse(c.chat_template_kwargs).count("enable_thinking") == 0,
+           "enable_thinking and chat_template_kwargs both set enable_thinking: give one of them");
   SF_CHECK(c.resume_from_checkpoint != "auto" || !c.output_dir.empty(),
            "resume_from_checkpoint: auto looks in output_dir, which is not set");
   SF_CHECK(

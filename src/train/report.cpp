@@ -14,11 +14,19 @@ namespace {
 
 constexpr double kW = 640, kH = 240, kLeft = 64, kRight = 16, kTop = 28, kBottom = 32;
 
-std::string num(double v) {
+std::string num(double v, int digits = 4) {
   std::ostringstream os;
-  os.precision(4);
+  os.precision(digits);
   os << v;
   return os.str();
+}
+
+// Enough significant digits that the two ends of an axis [lo, hi] read differently (0.1739 GiB
+// and 0.1741 GiB both printed "0.1739" at 4).
+int axis_digits(double lo, double hi) {
+  const double scale = std::max(std::fabs(lo), std::fabs(hi));
+  if (!(hi > lo) || scale == 0) return 4;
+  return std::clamp(int(std::ceil(std::log10(scale / (hi - lo)))) + 2, 4, 12);
 }
 
 }  // namespace
@@ -46,7 +54,8 @@ std::string html_escape(const std::string& s) {
   return o;
 }
 
-std::string svg_line_chart(const std::string& title, const std::vector<ChartSeries>& series) {
+std::string svg_line_chart(const std::string& title, const std::vector<ChartSeries>& series,
+                           bool y_from_zero) {
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (const auto& s : series)
     for (auto [x, y] : s.points)
@@ -63,6 +72,7 @@ std::string svg_line_chart(const std::string& title, const std::vector<ChartSeri
       << "\" text-anchor=\"middle\">no data</text>\n</svg>\n";
     return o.str();
   }
+  if (y_from_zero) y0 = std::min(y0, 0.0);
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0)
     y0 -= std::max(1e-12, std::fabs(y0) * 0.05), y1 += std::max(1e-12, std::fabs(y1) * 0.05);
@@ -71,9 +81,10 @@ std::string svg_line_chart(const std::string& title, const std::vector<ChartSeri
   auto py = [&](double y) { return kTop + (1 - (y - y0) / (y1 - y0)) * ph; };
   o << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << pw << "\" height=\"" << ph
     << "\" class=\"frame\"/>\n";
-  o << "<text x=\"" << kLeft - 6 << "\" y=\"" << kTop + 10 << "\" text-anchor=\"end\">" << num(y1)
-    << "</text>\n<text x=\"" << kLeft - 6 << "\" y=\"" << kTop + ph << "\" text-anchor=\"end\">"
-    << num(y0) << "</text>\n<text x=\"" << kLeft << "\" y=\"" << kH - 10 << "\">step " << num(x0)
+  const int digits = axis_digits(y0, y1);
+  o << "<text x=\"" << kLeft - 6 << "\" y=\"" << kTop + 10 << "\" text-anchor=\"end\">"
+    << num(y1, digits) << "</text>\n<text x=\"" << kLeft - 6 << "\" y=\"" << kTop + ph
+    << "\" text-anchor=\"end\">" << num(y0, digits) << "</text>\n<text x=\"" << kLeft << "\" y=\"" << kH - 10 << "\">step " << num(x0)
     << "</text>\n<text x=\"" << kLeft + pw << "\" y=\"" << kH - 10 << "\" text-anchor=\"end\">step "
     << num(x1) << "</text>\n";
   double legend_x = kLeft + pw;
@@ -100,10 +111,10 @@ std::string svg_line_chart(const std::string& title, const std::vector<ChartSeri
 }
 
 void write_report(const std::filesystem::path& output, const std::string& config_yaml,
-                  const std::vector<std::string>& summary) {
+                  const std::string& plan, const std::vector<std::string>& summary) {
   ChartSeries loss{"loss", "#1f77b4", {}}, eval{"eval_loss", "#d62728", {}},
       lr{"learning_rate", "#2ca02c", {}}, gn{"grad_norm", "#9467bd", {}},
-      tps{"tokens/s", "#ff7f0e", {}};
+      tps{"tokens/s", "#ff7f0e", {}}, host{"host", "#8c564b", {}}, dev{"device", "#17becf", {}};
   std::ifstream f(output / "metrics.jsonl");
   size_t line_no = 0;
   for (std::string line; std::getline(f, line);) {
@@ -121,6 +132,10 @@ void write_report(const std::filesystem::path& output, const std::string& config
       lr.points.emplace_back(step, j["learning_rate"].get<double>());
       gn.points.emplace_back(step, j["grad_norm"].get<double>());
       tps.points.emplace_back(step, j["tokens_per_second"].get<double>());
+      if (j.contains("host_memory_gib"))
+        host.points.emplace_back(step, j["host_memory_gib"].get<double>());
+      if (j.contains("device_memory_gib"))
+        dev.points.emplace_back(step, j["device_memory_gib"].get<double>());
     }
     if (j.contains("eval_loss")) eval.points.emplace_back(step, j["eval_loss"].get<double>());
   }
@@ -138,7 +153,10 @@ void write_report(const std::filesystem::path& output, const std::string& config
     << svg_line_chart("loss and eval loss", {loss, eval}) << svg_line_chart("learning rate", {lr})
     << svg_line_chart("gradient norm (before clipping)", {gn})
     << svg_line_chart("throughput (tokens/s)", {tps})
-    << "</div>\n<h2>Configuration</h2>\n<pre class=\"config\">" << html_escape(config_yaml)
+    << svg_line_chart("memory in use (GiB)",
+                      dev.points.empty() ? std::vector{host} : std::vector{host, dev}, true)
+    << "</div>\n<h2>Plan</h2>\n<pre class=\"plan\">" << html_escape(plan)
+    << "</pre>\n<h2>Configuration</h2>\n<pre class=\"config\">" << html_escape(config_yaml)
     << "</pre>\n</body>\n</html>\n";
   write_file_atomic(output / "report.html", h.str());
 }

@@ -58,12 +58,19 @@ std::vector<Sample> load_file(const TrainConfig& c, const std::filesystem::path&
   d.read.skip_malformed = c.skip_malformed;
   d.encode.mask = parse_loss_mask(c.loss_mask);
   d.encode.cutoff_len = c.cutoff_len;
+  d.encode.text_chunk = c.text_overflow == "chunk";
+  d.encode.template_kwargs = nlohmann::ordered_json::parse(c.chat_template_kwargs);
+  if (c.enable_thinking != "auto")
+    d.encode.template_kwargs["enable_thinking"] = c.enable_thinking == "true";
   if (c.cache && !c.output_dir.empty()) d.cache_dir = c.output_dir / "tokenized-cache";
   DataStats st;
   std::vector<Sample> s = prepare_samples(d, tok, chat ? &*chat : nullptr, &st);
   log << "data " << file.string() << ": " << s.size() << " samples, " << st.tokens << " tokens"
       << (st.from_cache ? " (from the tokenised cache " + st.cache_file.string() + ")" : "");
   if (st.truncated) log << ", " << st.truncated << " truncated to " << c.cutoff_len;
+  if (st.chunked)
+    log << ", " << st.chunked << " text records longer than " << c.cutoff_len << " cut into "
+        << st.chunks << " samples";
   if (st.skipped_malformed) log << ", " << st.skipped_malformed << " malformed skipped";
   if (st.no_loss) log << ", " << st.no_loss << " without labels dropped";
   log << "\n";
@@ -126,7 +133,7 @@ RunSamples load_run_samples(const TrainConfig& c, const ModelSpec& spec, std::os
   if (!c.tokenizer_dir.empty()) {
     tok = Tokenizer::load(c.tokenizer_dir);
     r.tokenizer_dir = c.tokenizer_dir;
-  } else if (std::filesystem::exists(c.model_dir / "tokenizer.json")) {
+  } else if (Tokenizer::present(c.model_dir)) {
     tok = Tokenizer::load(c.model_dir);
     r.tokenizer_dir = c.model_dir;
   }

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
@@ -63,14 +64,17 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
+void copy_tokenizer_files(const fs::path& tokenizer_dir, const fs::path& out) {
+  for (const char* name : kTokenizerFiles)
+    if (fs::is_regular_file(tokenizer_dir / name))
+      copy_file_atomic(tokenizer_dir / name, out / name);
+}
+
 void copy_model_side_files(const fs::path& model_dir, const fs::path& tokenizer_dir,
                            const fs::path& out) {
   if (fs::is_regular_file(model_dir / "generation_config.json"))
     copy_file_atomic(model_dir / "generation_config.json", out / "generation_config.json");
-  if (tokenizer_dir.empty()) return;
-  for (const char* name : kTokenizerFiles)
-    if (fs::is_regular_file(tokenizer_dir / name))
-      copy_file_atomic(tokenizer_dir / name, out / name);
+  if (!tokenizer_dir.empty()) copy_tokenizer_files(tokenizer_dir, out);
 }
 
 fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
@@ -128,7 +132,8 @@ TrainerState read_trainer_state(const fs::path& dir) {
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    SF_FAIL(state_file.string(), ": not valid JSON (truncated or corrupt checkpoint): ", e.what());
+    SF_FAIL(state_file.string(), ": not valid JSON (truncated or corrupt checkpoint): ",
+            json_error_text(e));
   }
   TrainerState st;
   try {
@@ -142,7 +147,7 @@ TrainerState read_trainer_state(const fs::path& dir) {
     SF_CHECK(j.at("optimizer_steps_done").get<int64_t>() == st.global_step && st.global_step >= 1,
              state_file.string(), ": inconsistent step counts");
   } catch (const nlohmann::json::exception& e) {
-    SF_FAIL(state_file.string(), ": a field is missing or of the wrong type (", e.what(),
+    SF_FAIL(state_file.string(), ": a field is missing or of the wrong type (", json_error_text(e),
             "): corrupt checkpoint");
   }
   return st;
@@ -161,8 +166,9 @@ void load_training_tensors(Engine& engine, const fs::path& dir, int64_t steps) {
                ": the checkpoint is of another model (or corrupt)");
       const TensorInfo& info = reader.get(name);
       SF_CHECK(info.dtype == DType::kF32 && info.shape == t.desc.shape, reader.path().string(),
-               ": tensor ", name, " has another dtype or shape than this model's: the checkpoint ",
-               "is of another model");
+               ": tensor ", name, " is ", dtype_name(info.dtype), " ", shape_str(info.shape),
+               " in the checkpoint but F32 ", shape_str(t.desc.shape),
+               " in this model: the checkpoint is of another model");
       reader.read_f32(name, dst, size_t(t.numel));
     }
   });
@@ -180,9 +186,11 @@ std::string resume_config_difference(const std::string& saved_yaml, const TrainC
     return str_cat("the saved configuration is not readable (", e.msg, ")");
   }
   std::string diff;
+  const TrainConfig defaults;
   for (const auto& o : train_options()) {
     if (kResumeMayChange.count(o.name)) continue;
-    const std::string was = saved[o.name] ? saved[o.name].as<std::string>() : "(absent)";
+    // An option added after the checkpoint was written: it had its default then.
+    const std::string was = saved[o.name] ? saved[o.name].as<std::string>() : o.get(defaults);
     const std::string is = o.get(now);
     if (was != is)
       diff += str_cat(diff.empty() ? "" : "; ", o.name, " was '", was, "', now '", is, "'");

@@ -71,4 +71,9 @@ void copy_model_side_files(const std::filesystem::path& model_dir,
                            const std::filesystem::path& tokenizer_dir,
                            const std::filesystem::path& out);
 
+// Copies the tokenizer files of a Hugging Face model directory (tokenizer.json,
+// tokenizer_config.json, tokenizer.model, ...) that exist in `tokenizer_dir` into `out`.
+void copy_tokenizer_files(const std::filesystem::path& tokenizer_dir,
+                          const std::filesystem::path& out);
+
 }  // namespace sf

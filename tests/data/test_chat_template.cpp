@@ -137,6 +137,23 @@ TEST(ChatTemplate, MissingTemplateSaysWhatToPass) {
   }
 }
 
+// A --chat-template that is neither a built-in name nor a file lists the built-in names.
+TEST(ChatTemplate, UnknownNameListsTheBuiltins) {
+  for (const char* name : {"qwen", "llama-3", "chatml2"}) {
+    try {
+      sf::resolve_chat_template(name, {}, nullptr);
+      FAIL() << name << " is no template";
+    } catch (const sf::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("chat template '") + name +
+                                           "' is neither a built-in template (llama3, llama2, "
+                                           "chatml) nor a file"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(sf::resolve_chat_template("chatml", {}, nullptr).name(), "builtin:chatml");
+}
+
 TEST(ChatTemplate, NamedTemplatesAndTokenObjects) {
   fs::path dir =
       fs::temp_directory_path() / ("sf_chat_template_test_" + std::to_string(::getpid()));

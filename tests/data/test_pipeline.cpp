@@ -57,6 +57,13 @@ TEST(Dataset, FormatsBecomeConversations) {
   EXPECT_EQ(r[0].messages.dump(),
             R"([{"role":"user","content":"Q"},{"role":"assistant","content":"A"}])");
   EXPECT_EQ(r[0].line, 1);
+  // ShareGPT files written with OpenAI's role/content keys.
+  write(d / "sharegpt_rc.jsonl",
+        R"({"conversations": [{"role": "user", "content": "Q"}, {"role": "assistant", )"
+        R"("content": "A"}]})" "\n");
+  r = read_dataset(d / "sharegpt_rc.jsonl", {});
+  EXPECT_EQ(r[0].messages.dump(),
+            R"([{"role":"user","content":"Q"},{"role":"assistant","content":"A"}])");
   write(d / "remap.jsonl", R"({"prompt": "Q", "response": "A"})" "\n");
   DatasetReadOptions opt;
   opt.format = DatasetFormat::kAlpaca;
@@ -87,6 +94,35 @@ TEST(Dataset, MalformedRecordsNameFileAndLine) {
   write(d / "b.jsonl", R"({"conversations": [{"from": "robot", "value": "x"}]})" "\n");
   e = error_of([&] { read_dataset(d / "b.jsonl", {}); });
   EXPECT_NE(e.find("b.jsonl:1: turn 0: unknown speaker \"robot\""), std::string::npos) << e;
+  write(d / "roles.jsonl", R"({"messages": [{"role": "user", "content": "x"}]})" "\n"
+                           R"({"messages": [{"role": "user", "content": "x"}, )"
+                           R"({"role": "robot", "content": "y"}]})" "\n");
+  e = error_of([&] { read_dataset(d / "roles.jsonl", {}); });
+  EXPECT_NE(e.find("roles.jsonl:2: message 1: unknown role \"robot\" (use system, user, "
+                   "assistant or tool)"),
+            std::string::npos)
+      << e;
+  write(d / "sharegpt_role.jsonl",
+        R"({"conversations": [{"role": "robot", "content": "x"}]})" "\n");
+  e = error_of([&] { read_dataset(d / "sharegpt_role.jsonl", {}); });
+  EXPECT_NE(e.find("sharegpt_role.jsonl:1: turn 0: unknown speaker \"robot\""), std::string::npos)
+      << e;
+  // Empty conversations, in both formats.
+  write(d / "empty.jsonl", R"({"messages": []})" "\n");
+  e = error_of([&] { read_dataset(d / "empty.jsonl", {}); });
+  EXPECT_NE(e.find("empty.jsonl:1: \"messages\" must be a non-empty list"), std::string::npos)
+      << e;
+  write(d / "empty2.jsonl", R"({"conversations": []})" "\n");
+  e = error_of([&] { read_dataset(d / "empty2.jsonl", {}); });
+  EXPECT_NE(e.find("empty2.jsonl:1: \"conversations\" must be a non-empty list"),
+            std::string::npos)
+      << e;
+  // A syntax error: file, line and column in words, no JSON-library tag.
+  write(d / "syntax.jsonl", R"({"text": "a"})" "\n" R"({"text": "b",})" "\n");
+  e = error_of([&] { read_dataset(d / "syntax.jsonl", {}); });
+  EXPECT_NE(e.find("syntax.jsonl:2: not valid JSON (at column 14: syntax error"), std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
   write(d / "c.jsonl", R"({"foo": 1})" "\n");
   e = error_of([&] { read_dataset(d / "c.jsonl", {}); });
   EXPECT_NE(e.find("cannot tell the format"), std::string::npos) << e;

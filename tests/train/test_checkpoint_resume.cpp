@@ -7,9 +7,12 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <map>
 #include <sstream>
 
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "train/options.h"
 #include "train/trainer.h"
 #include "train_test_util.h"
 
@@ -152,6 +155,11 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   r.resume_from_checkpoint = other.string();
   e = error_text([&] { run_training(r, log); });
   EXPECT_NE(e.find("is of another model"), std::string::npos) << e;
+  // ... naming the tensor and both shapes.
+  EXPECT_NE(e.find("tensor model.embed_tokens.weight.master is F32 [256, 48] in the checkpoint "
+                   "but F32 [256, 32] in this model"),
+            std::string::npos)
+      << e;
 
   // Truncated files.
   const fs::path cut = d / "cut";
@@ -164,6 +172,15 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   EXPECT_NE(e.find("trainer_state.json: not valid JSON (truncated or corrupt checkpoint)"),
             std::string::npos)
       << e;
+  // Corrupt: valid JSON whose fields are wrong.
+  write_text(cut / "trainer_state.json",
+             "{\"format\": \"slideformer-trainer-state-1\", \"global_step\": \"three\"}");
+  e = error_text([&] { run_training(r, log); });
+  EXPECT_NE(e.find("trainer_state.json: a field is missing or of the wrong type ("),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("): corrupt checkpoint"), std::string::npos) << e;
+  EXPECT_EQ(e.find("json.exception"), std::string::npos) << e;
   write_text(cut / "trainer_state.json", js);
   const std::string st = read_text(cut / "training_state.safetensors");
   write_text(cut / "training_state.safetensors", st.substr(0, st.size() - 100));
@@ -180,6 +197,17 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   e = error_text([&] { run_training(r, log); });
   EXPECT_NE(e.find("the training samples differ from the checkpoint's"), std::string::npos) << e;
   write_text(c.data, data);
+
+  // A corrupt OUTPUT/latest is named, never a silent restart from the model.
+  r = c;
+  r.resume_from_checkpoint = "auto";
+  const std::string latest = read_text(c.output_dir / "latest");
+  write_text(c.output_dir / "latest", "../elsewhere\n");
+  e = error_text([&] { run_training(r, log); });
+  EXPECT_NE(e.find((c.output_dir / "latest").string() + ": does not name a checkpoint directory"),
+            std::string::npos)
+      << e;
+  write_text(c.output_dir / "latest", latest);
 
   // auto: OUTPUT/latest; the run continues where it stopped.
   r = c;
@@ -236,8 +264,9 @@ TEST(TrainCheckpoint, DivergedWeightsAreNeverSaved) {
   EXPECT_FALSE(fs::exists(c.output_dir / "model.safetensors"));
 }
 
-// A checkpoint write that fails part-way (a file-size limit: EFBIG, as ENOSPC would) stops the run
-// with the reason; the previous checkpoint, `latest` and nothing else stay, and it resumes.
+// A checkpoint write that fails part-way (a file-size limit: EFBIG; then ENOSPC at several
+// points) stops the run with the reason; the previous checkpoint, unchanged, `latest` and nothing
+// else stay, and it resumes.
 TEST(TrainCheckpoint, FailedSaveLeavesThePreviousCheckpointIntact) {
   const fs::path d = fresh_dir("enospc");
   TrainConfig c = resumable_config(d);
@@ -268,6 +297,41 @@ TEST(TrainCheckpoint, FailedSaveLeavesThePreviousCheckpointIntact) {
   EXPECT_EQ(read_text(c.output_dir / "latest"), "checkpoint-2\n");
   for (const auto& entry : fs::directory_iterator(c.output_dir))
     EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
+
+  // ENOSPC itself, injected through the atomic-file layer every checkpoint file is written by:
+  // the disk fills at the checkpoint's first byte, half-way and near its end.
+  const fs::path prev = c.output_dir / "checkpoint-2";
+  uint64_t ck_bytes = 0;
+  std::map<std::string, std::string> prev_files;
+  for (const auto& entry : fs::directory_iterator(prev)) {
+    ck_bytes += fs::file_size(entry.path());
+    prev_files[entry.path().filename().string()] = read_text(entry.path());
+  }
+  // The resumed run writes the output_dir probe ("ok\n") and its training_args.yaml first, then
+  // nothing through the layer until the save at step 4.
+  const int64_t before = 3 + int64_t(config_to_yaml(again).size());
+  for (double f : {0.0, 0.5, 0.98}) {
+    const int64_t budget = before + int64_t(f * double(ck_bytes));
+    inject_write_failure_after(budget);
+    const std::string full = error_text([&] { run_training(again, log); });
+    inject_write_failure_after(-1);
+    EXPECT_NE(
+        full.find("saving checkpoint " + (c.output_dir / "checkpoint-4").string() + " failed"),
+        std::string::npos)
+        << f << ": " << full;
+    EXPECT_NE(full.find("No space left on device"), std::string::npos) << f << ": " << full;
+    EXPECT_NE(full.find("the previous checkpoint is intact"), std::string::npos) << full;
+    EXPECT_FALSE(fs::exists(c.output_dir / "checkpoint-4")) << f;
+    EXPECT_EQ(read_text(c.output_dir / "latest"), "checkpoint-2\n") << f;
+    for (const auto& entry : fs::directory_iterator(c.output_dir))
+      EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos)
+          << f << ": " << entry.path();
+    std::map<std::string, std::string> now;
+    for (const auto& entry : fs::directory_iterator(prev))
+      now[entry.path().filename().string()] = read_text(entry.path());
+    EXPECT_TRUE(now == prev_files) << f << ": checkpoint-2 changed";
+  }
+
   std::ostringstream rlog;
   const TrainSummary s = run_training(again, rlog);
   EXPECT_NE(rlog.str().find("resumed from " + (c.output_dir / "checkpoint-2").string()),

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/host_memory.h"
@@ -77,6 +78,46 @@ TEST(Cli, InitModelThenTrain) {
   EXPECT_NE(r.out.find("step 1/3  loss "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 3/3  loss "), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(d / "o" / "model.safetensors"));
+}
+
+// init-model --tokenizer: the tokenizer's vocabulary padded to a multiple of 64, its BOS/EOS in
+// config.json, its files beside the weights; trained on text, the result decodes to text.
+TEST(Cli, InitModelWithATokenizerTrainsAndGeneratesText) {
+  namespace fs = std::filesystem;
+  const fs::path tok = fs::path(SF_SOURCE_DIR) / "assets/tokenizers/gpt2";
+  fs::path d = fs::temp_directory_path() / "sf_cli_gpt2";
+  fs::remove_all(d);
+  Result r = run("init-model --out " + (d / "m").string() + " --tokenizer " + tok.string() +
+                 " --hidden 32 --layers 1 --heads 2 --kv-heads 1 --intermediate 64");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("vocabulary 50304 for the 50257 ids"), std::string::npos) << r.out;
+  const auto cfg = nlohmann::json::parse(sf::testing::read_text(d / "m" / "config.json"));
+  EXPECT_EQ(cfg["vocab_size"], 50304);
+  EXPECT_EQ(cfg["bos_token_id"], 50256);  // <|endoftext|>
+  EXPECT_EQ(cfg["eos_token_id"], 50256);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    EXPECT_EQ(sf::testing::read_text(d / "m" / f), sf::testing::read_text(tok / f)) << f;
+  r = run("init-model --out " + (d / "small").string() + " --tokenizer " + tok.string() +
+          " --vocab 50000");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--vocab 50000 is smaller than the 50257 ids of the tokenizer"),
+            std::string::npos)
+      << r.out;
+
+  const fs::path text = fs::path(SF_SOURCE_DIR) / "assets/data/carroll-alice.txt";
+  r = run("train --model " + (d / "m").string() + " --data " + text.string() +
+          " --steps 2 --batch-size 2 --cutoff-len 16 --lr 1e-3 --output " + (d / "o").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("byte-level stand-in"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(d / "o" / "tokenizer.json"));
+  r = run("generate --model " + (d / "o").string() +
+          " --prompt \"Alice was\" --max-new-tokens 4 --backend cpu --print-ids");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("{\"prompt_ids\"")));
+  // "Alice was" is 2 GPT-2 tokens ("Alice", " was" = 373), not 9 bytes.
+  ASSERT_EQ(j["prompt_ids"].size(), 2u) << r.out;
+  EXPECT_EQ(j["prompt_ids"][1], 373) << r.out;
+  EXPECT_EQ(j["new_ids"].size(), 4u);
 }
 
 // init-model holds the whole model in fp32: one far larger than the memory available (Llama-3.1-

@@ -252,6 +252,42 @@ TEST(Generate, ThroughTheBinaryWithAChatTemplate) {
   EXPECT_NE(with_log.find("decode on cpu: all 1 layers resident"), std::string::npos) << with_log;
 }
 
+// --template-kwargs reach the template: Qwen3's enable_thinking false opens the reply with an empty
+// <think></think>, as transformers' apply_chat_template(..., enable_thinking=False) does.
+TEST(Generate, TemplateKwargsReachTheTemplate) {
+  const fs::path tok = fs::path(SF_SOURCE_DIR) / "../shared/data/tokenizers/qwen3";
+  if (!fs::exists(tok)) GTEST_SKIP() << "skipped: ../shared/data is absent";
+  const fs::path d = fresh_dir("generate_kwargs");
+  TinyModelOptions o;
+  o.arch = "qwen3";
+  o.hidden = 32;
+  o.layers = 1;
+  o.heads = 2;
+  o.kv_heads = 1;
+  o.intermediate = 64;
+  o.vocab = 151936;
+  write_random_model(d / "model", o);
+  const std::string base = "generate --model " + (d / "model").string() + " --tokenizer " +
+                           tok.string() + " --chat --prompt Hi --max-new-tokens 1 --print-ids";
+  const Tokenizer t = Tokenizer::load(tok);
+  auto prompt_of = [&](const std::string& extra) {
+    int code = 0;
+    const std::string out = run(base + extra, false, &code);
+    EXPECT_EQ(code, 0) << out;
+    return t.decode(nlohmann::json::parse(out)["prompt_ids"].get<std::vector<int32_t>>());
+  };
+  const std::string plain = prompt_of("");
+  EXPECT_EQ(plain.substr(plain.size() - 22), "<|im_start|>assistant\n") << plain;
+  const std::string off = prompt_of(" --template-kwargs '{\"enable_thinking\": false}'");
+  EXPECT_EQ(off, plain + "<think>\n\n</think>\n\n");
+  int code = 0;
+  std::string out = run(base + " --template-kwargs '[1]'", true, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("--template-kwargs must be a JSON object"), std::string::npos) << out;
+  out = run(base + " --template-kwargs '{nope'", true, &code);
+  EXPECT_NE(out.find("--template-kwargs is not valid JSON (at column"), std::string::npos) << out;
+}
+
 TEST(Generate, BinaryRefusesABudgetTooSmall) {
   const fs::path model = random_model(fresh_dir("generate_budget"), "llama", 256);
   int code = 0;

@@ -32,10 +32,10 @@ TEST(TrainReport, PageHoldsEveryPlotAndTheConfiguration) {
   run_training(c, log);
   const std::string html = read_text(c.output_dir / "report.html");
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  EXPECT_EQ(count_of(html, "<svg "), 4u);
-  EXPECT_EQ(count_of(html, "</svg>"), 4u);
-  for (const char* title :
-       {"loss and eval loss", "learning rate", "gradient norm", "throughput (tokens/s)"})
+  EXPECT_EQ(count_of(html, "<svg "), 5u);
+  EXPECT_EQ(count_of(html, "</svg>"), 5u);
+  for (const char* title : {"loss and eval loss", "learning rate", "gradient norm",
+                            "throughput (tokens/s)", "memory in use (GiB)"})
     EXPECT_NE(html.find(title), std::string::npos) << title;
   // loss: 6 points; eval_loss: steps 3 and 6.
   const std::regex poly("<polyline[^>]*data-name=\"([a-z_/s]+)\" points=\"([^\"]*)\"");
@@ -47,6 +47,12 @@ TEST(TrainReport, PageHoldsEveryPlotAndTheConfiguration) {
   EXPECT_EQ(points["eval_loss"], 2u);
   EXPECT_EQ(points["learning_rate"], 6u);
   EXPECT_EQ(points["grad_norm"], 6u);
+  EXPECT_EQ(points["host"], 6u);  // the CPU backend has no device memory to plot
+  EXPECT_EQ(points.count("device"), 0u);
+  // The engine's plan, as train prints it.
+  const size_t plan = html.find("<h2>Plan</h2>\n<pre class=\"plan\">window 2, micro-batches of");
+  EXPECT_NE(plan, std::string::npos) << html;
+  EXPECT_LT(plan, html.find("<h2>Configuration</h2>"));
   EXPECT_NE(html.find("columns: &quot;text=&lt;b&gt;not&amp;html&lt;/b&gt;&quot;"),
             std::string::npos);
   EXPECT_NE(html.find("finished: 6 steps"), std::string::npos);
@@ -56,6 +62,18 @@ TEST(TrainReport, PageHoldsEveryPlotAndTheConfiguration) {
   EXPECT_EQ(html.find(" src="), std::string::npos);
   EXPECT_EQ(html.find("href="), std::string::npos);
   EXPECT_EQ(html.find("<link"), std::string::npos);
+}
+
+// The axis labels carry the digits that tell its ends apart (both read "0.1739" at 4 digits);
+// amounts (memory) are drawn from 0.
+TEST(TrainReport, AxisLabelsTellTheEndsApartAndAmountsStartAtZero) {
+  const ChartSeries s{"host", "#000", {{1, 0.173912}, {2, 0.173948}}};
+  const std::string svg = svg_line_chart("memory", {s});
+  EXPECT_NE(svg.find(">0.173948</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">0.173912</text>"), std::string::npos) << svg;
+  const std::string zero = svg_line_chart("memory", {s}, true);
+  EXPECT_NE(zero.find(">0</text>"), std::string::npos) << zero;
+  EXPECT_NE(zero.find(">0.1739</text>"), std::string::npos) << zero;
 }
 
 TEST(TrainReport, ChartWithoutDataSaysSo) {

@@ -129,6 +129,51 @@ TEST(TrainSchedule, MaxStepsWinsOverEpochs) {
   EXPECT_EQ(s.total_steps, 4);
   EXPECT_EQ(s.steps_per_epoch, 3);
   EXPECT_EQ(s.losses.size(), 4u);
+  // The epoch shown never passes its total: 4 steps of an epoch of 3 are 4/3 epochs.
+  EXPECT_NE(log.str().find("3 steps per epoch (4 × 1 accumulated), 4 steps (1.33333 epochs)"),
+            std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("step 4/4  loss "), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("epoch 1.33/1.33"), std::string::npos) << log.str();
+  const auto m = read_metrics(c.output_dir / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 4u);
+  for (size_t i = 0; i < m.size(); ++i)
+    EXPECT_NEAR(m[i]["epoch"].get<double>(), double(i + 1) / 3.0, 1e-12) << i;
+}
+
+// Accumulation that does not divide the data: as transformers' Trainer, the last optimizer step
+// of an epoch takes the micro-batches left, and an accumulation longer than the epoch makes one
+// step of the whole epoch; never a step across the epoch's end, never a sample lost.
+TEST(TrainSchedule, AccumulationThatDoesNotDivideTheData) {
+  const fs::path d = fresh_dir("accum_rest");
+  TrainConfig c = base_config(d);  // 10 samples of 81 tokens in all
+  c.num_train_epochs = 2;
+  c.batch_size = 3;  // 4 micro-batches an epoch: 3, 3, 3, 1 samples
+  c.grad_accum = 2;  // 2 steps an epoch: 6 samples (46 tokens), then 4 (35 tokens)
+  std::ostringstream log;
+  TrainSummary s = run_training(c, log);
+  EXPECT_EQ(s.steps_per_epoch, 2);
+  EXPECT_EQ(s.total_steps, 4);
+  auto m = read_metrics(c.output_dir / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 4u);
+  const int64_t tokens[] = {46, 35, 46, 35};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(m[i]["num_tokens"].get<int64_t>(), tokens[i]) << i;
+    EXPECT_NEAR(m[i]["epoch"].get<double>(), i < 2 ? (i + 1) * 0.5 : 1 + (i - 1) * 0.5, 1e-12)
+        << i;
+  }
+
+  c.grad_accum = 8;  // more micro-batches than an epoch has: one step of the whole epoch
+  c.overwrite_output_dir = true;
+  std::ostringstream log8;
+  s = run_training(c, log8);
+  EXPECT_EQ(s.steps_per_epoch, 1);
+  EXPECT_EQ(s.total_steps, 2);
+  m = read_metrics(c.output_dir / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0]["num_tokens"].get<int64_t>(), 81);
+  EXPECT_EQ(m[1]["num_tokens"].get<int64_t>(), 81);
+  EXPECT_NEAR(m[1]["epoch"].get<double>(), 2.0, 1e-12);
 }
 
 // Epochs of nothing: a file whose every label is masked is refused before the engine is made.

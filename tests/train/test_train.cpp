@@ -311,6 +311,39 @@ TEST(Train, TextWithoutTokenizerNeedsAByteVocabulary) {
   EXPECT_NE(e.find("give tokenizer: DIR"), std::string::npos) << e;
 }
 
+// A folder with a SentencePiece tokenizer.model and no tokenizer.json: refused, saying how to
+// write the tokenizer.json (never the byte stand-in, never "not found"), as the model's own
+// tokenizer and as tokenizer: DIR.
+TEST(Train, SentencePieceOnlyFolderSaysHowToConvert) {
+  fs::path model = make_model("sponly", 1000);
+  write_text(model / "tokenizer.model", std::string("\x0a\x05\x0a\x01a\x15", 8));
+  std::string e = train_error(model, true);
+  EXPECT_NE(e.find(model.string() + " holds tokenizer.model (a SentencePiece model) but no "
+                                    "tokenizer.json"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("AutoTokenizer.from_pretrained(d).save_pretrained(d)"), std::string::npos) << e;
+  EXPECT_NE(e.find("give tokenizer: DIR"), std::string::npos) << e;
+
+  fs::path other = make_model("sponly_model", 256);  // a byte vocabulary: no stand-in either
+  TrainConfig c;
+  c.no_save = true;
+  c.model_dir = other;
+  c.tokenizer_dir = model;
+  c.data = model.parent_path() / "t.txt";
+  c.steps = 1;
+  c.cutoff_len = 16;
+  std::ostringstream log;
+  e = error_of([&] { run_training(c, log); });
+  EXPECT_NE(e.find("holds tokenizer.model (a SentencePiece model) but no tokenizer.json"),
+            std::string::npos)
+      << e;
+  fs::copy_file(model / "tokenizer.model", other / "tokenizer.model");
+  e = train_error(other);
+  EXPECT_NE(e.find("holds tokenizer.model"), std::string::npos) << e;
+  EXPECT_EQ(log.str().find("byte-level stand-in"), std::string::npos) << log.str();
+}
+
 TEST(Train, MissingWeightsAreNamed) {
   fs::path model = make_model("noweights");
   fs::remove(model / "model.safetensors");
