@@ -61,13 +61,18 @@ struct EvalResult {
   int64_t valid_targets = 0;
 };
 
-// One tensor's complete optimizer state, fp32 (what a resumable checkpoint holds).
+// One tensor's complete optimizer state, fp32 (what a resumable checkpoint holds). master, m and
+// v are valid during the visit's callback only where `fetch` is set (a GPU-resident tensor: they
+// point into a host copy taken for the callback); `fetch` takes such a copy again later (one
+// tensor at a time, as the plan's state_copy counts) and hands it to its argument.
 struct TensorState {
+  using Use = std::function<void(const float* master, const float* m, const float* v)>;
   const TensorDesc& desc;
   int64_t numel;
   float* master;
   float* m;
   float* v;
+  std::function<void(const Use&)> fetch;  // empty: the pointers stay valid (host memory)
 };
 
 class Engine {
@@ -88,11 +93,13 @@ class Engine {
 
   // Fills fp32 master weights tensor by tensor (e.g. from a checkpoint); call before training.
   void init_weights(const std::function<void(const TensorDesc&, float* dst)>& fill);
-  // Visits each tensor's fp32 master weights (after all pending updates).
+  // Visits each tensor's fp32 master weights (after all pending updates); `src` is valid during
+  // the callback only (a GPU-resident tensor is copied to the host for it).
   void visit_weights(const std::function<void(const TensorDesc&, const float* src)>& fn);
   // Visits every tensor's master weights and Adam moments (after all pending updates); `fn` may
   // read them (saving) or overwrite them (resuming). After overwriting, call set_steps_done with
-  // the optimizer steps the state carries (Adam's bias correction counts from it).
+  // the optimizer steps the state carries (Adam's bias correction counts from it). Pointers kept
+  // past the callback: see TensorState::fetch.
   void visit_state(const std::function<void(const TensorState&)>& fn);
   void set_steps_done(int64_t steps);
   // The gradient of the last step (before clipping), as F32, for tests and reports. Only with

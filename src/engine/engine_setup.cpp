@@ -233,12 +233,18 @@ void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
   for (auto& h : host_)
     for (const auto& e : h->layout.entries) {
       if (h->on_device) {
+        const UnitState* unit = h.get();
+        const UnitLayout::Entry* entry = &e;
+        auto fetch = [this, unit, entry](const TensorState::Use& use) {
+          with_host_copy(*unit, *entry, /*write_back=*/false,
+                         [&](float* master, float* m, float* v) { use(master, m, v); });
+        };
         with_host_copy(*h, e, /*write_back=*/true, [&](float* master, float* m, float* v) {
-          fn(TensorState{e.desc, e.numel, master, m, v});
+          fn(TensorState{e.desc, e.numel, master, m, v, fetch});
         });
         continue;
       }
-      fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset});
+      fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset, {}});
     }
   forget_loaded();
 }

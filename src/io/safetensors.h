@@ -58,6 +58,10 @@ struct TensorToWrite {
   std::string name;
   std::vector<int64_t> shape;
   const float* data = nullptr;  // always given as F32; converted to the writer's dtype
+  // Where `data` cannot stay valid until the write (a GPU-resident tensor copied to the host on
+  // demand): called when the tensor's bytes are written, with a function to hand them to, valid
+  // during that call. Set either this or `data`.
+  std::function<void(const std::function<void(const float*)>&)> produce = nullptr;
 };
 
 struct SafetensorsWriteOptions {

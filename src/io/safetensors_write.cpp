@@ -55,17 +55,23 @@ void write_shard(AtomicFile& out, const std::vector<const TensorToWrite*>& shard
   std::vector<uint16_t> buf;
   for (const TensorToWrite* t : sorted) {
     const uint64_t n = numel_of(*t);
-    if (dtype == DType::kF32) {
-      out.write(t->data, n * 4);
-      continue;
-    }
-    constexpr uint64_t kChunk = 1 << 20;
-    buf.resize(std::min(n, kChunk));
-    for (uint64_t i = 0; i < n; i += kChunk) {
-      const uint64_t m = std::min(kChunk, n - i);
-      for (uint64_t k = 0; k < m; ++k) buf[k] = f32_to_bf16(t->data[i + k]);
-      out.write(buf.data(), m * 2);  // host is little-endian (x86-64, aarch64)
-    }
+    auto write_data = [&](const float* data) {
+      if (dtype == DType::kF32) {
+        out.write(data, n * 4);
+        return;
+      }
+      constexpr uint64_t kChunk = 1 << 20;
+      buf.resize(std::min(n, kChunk));
+      for (uint64_t i = 0; i < n; i += kChunk) {
+        const uint64_t m = std::min(kChunk, n - i);
+        for (uint64_t k = 0; k < m; ++k) buf[k] = f32_to_bf16(data[i + k]);
+        out.write(buf.data(), m * 2);  // host is little-endian (x86-64, aarch64)
+      }
+    };
+    if (t->produce)
+      t->produce(write_data);
+    else
+      write_data(t->data);
   }
   out.finish();
 }
@@ -86,7 +92,7 @@ void write_safetensors(const fs::path& dir, const std::vector<TensorToWrite>& te
              "): invalid tensor name '", t.name, "'");
     SF_CHECK(seen.insert(t.name).second, "write_safetensors(", dir.string(), "): tensor '", t.name,
              "' given twice");
-    SF_CHECK(t.data || numel_of(t) == 0, "write_safetensors(", dir.string(), "): tensor '", t.name,
+    SF_CHECK(t.data || t.produce || numel_of(t) == 0, "write_safetensors(", dir.string(), "): tensor '", t.name,
              "' has no data");
   }
   // Greedy sharding in the caller's (model) order, like transformers' save_pretrained.
@@ -158,7 +164,7 @@ void write_safetensors_file(const fs::path& file, const std::vector<TensorToWrit
     SF_CHECK(!t.name.empty() && t.name != "__metadata__" && seen.insert(t.name).second,
              "write_safetensors_file(", file.string(), "): invalid or repeated tensor name '",
              t.name, "'");
-    SF_CHECK(t.data || numel_of(t) == 0, "write_safetensors_file(", file.string(),
+    SF_CHECK(t.data || t.produce || numel_of(t) == 0, "write_safetensors_file(", file.string(),
              "): tensor '", t.name, "' has no data");
     all.push_back(&t);
   }

@@ -5,6 +5,22 @@
 
 namespace sf {
 
+TensorToWrite state_to_write(const TensorState& t, const std::string& name, int which) {
+  TensorToWrite w{name, t.desc.shape, nullptr};
+  if (!t.fetch) {  // host memory: valid until the write
+    w.data = which == 0 ? t.master : which == 1 ? t.m : t.v;
+    return w;
+  }
+  // GPU-resident: copied to the host again when the writer reaches it (the callback's copy is
+  // gone by then).
+  w.produce = [fetch = t.fetch, which](const std::function<void(const float*)>& use) {
+    fetch([&](const float* master, const float* m, const float* v) {
+      use(which == 0 ? master : which == 1 ? m : v);
+    });
+  };
+  return w;
+}
+
 void load_model_weights(Engine& engine, const std::filesystem::path& model_dir) {
   SafetensorsReader reader(model_dir);
   check_checkpoint_tensors(reader, engine.spec());
@@ -15,9 +31,8 @@ void load_model_weights(Engine& engine, const std::filesystem::path& model_dir) 
 void save_model_checkpoint(Engine& engine, const std::filesystem::path& out_dir,
                            const std::string& config_json_text, DType dtype) {
   std::vector<TensorToWrite> tensors;
-  engine.visit_weights([&](const TensorDesc& desc, const float* src) {
-    tensors.push_back(TensorToWrite{desc.name, desc.shape, src});
-  });
+  engine.visit_state(
+      [&](const TensorState& t) { tensors.push_back(state_to_write(t, t.desc.name, 0)); });
   save_hf_checkpoint(out_dir, engine.spec(), config_json_text, tensors, dtype);
 }
 

@@ -1,4 +1,4 @@
-// defines: load_model_weights, save_model_checkpoint — between a Hugging Face model directory and
+// defines: load_model_weights, save_model_checkpoint, state_to_write — between a Hugging Face model directory and
 // the engine's fp32 master weights.
 #pragma once
 
@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "engine/engine.h"
+#include "io/safetensors.h"
 
 namespace sf {
 
@@ -18,5 +19,10 @@ void load_model_weights(Engine& engine, const std::filesystem::path& model_dir);
 // each file under a temporary name renamed when complete, loadable by from_pretrained(out_dir).
 void save_model_checkpoint(Engine& engine, const std::filesystem::path& out_dir,
                            const std::string& config_json_text, DType dtype);
+
+// One of a visited tensor's master (which = 0), m (1) or v (2) as a tensor to write under `name`:
+// host tensors by pointer; GPU-resident ones fetched again when the writer reaches them (their
+// pointers in `t` do not outlive the visit's callback).
+TensorToWrite state_to_write(const TensorState& t, const std::string& name, int which);
 
 }  // namespace sf

@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
+#include "train/checkpoint.h"
 #include "train/config_file.h"
 #include "train/options.h"
 
@@ -89,10 +90,10 @@ fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
     // Weights (in save_dtype, loadable by from_pretrained) and the fp32 optimizer state.
     std::vector<TensorToWrite> weights, opt_state;
     engine.visit_state([&](const TensorState& t) {
-      weights.push_back(TensorToWrite{t.desc.name, t.desc.shape, t.master});
-      opt_state.push_back(TensorToWrite{t.desc.name + ".master", t.desc.shape, t.master});
-      opt_state.push_back(TensorToWrite{t.desc.name + ".exp_avg", t.desc.shape, t.m});
-      opt_state.push_back(TensorToWrite{t.desc.name + ".exp_avg_sq", t.desc.shape, t.v});
+      weights.push_back(state_to_write(t, t.desc.name, 0));
+      opt_state.push_back(state_to_write(t, t.desc.name + ".master", 0));
+      opt_state.push_back(state_to_write(t, t.desc.name + ".exp_avg", 1));
+      opt_state.push_back(state_to_write(t, t.desc.name + ".exp_avg_sq", 2));
     });
     save_hf_checkpoint(tmp, engine.spec(), src.config_json, weights, src.dtype);
     write_safetensors_file(tmp / kStateFile, opt_state, DType::kF32);

@@ -6,9 +6,14 @@
 // micro-batch for them only down to the saturating size.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+
 #include "core/error.h"
 #include "engine/plan.h"
 #include "engine_test_util.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
 
 namespace sf {
 namespace {
@@ -101,6 +106,52 @@ TEST(DeviceOptimizer, StateRoundTripContinuesBitIdentically) {
     EXPECT_TRUE(std::equal(whole.weights[t].begin(), whole.weights[t].end(), p)) << "tensor " << t;
     ++t;
   });
+}
+
+// A GPU-resident tensor's host copy lives only during the visit's callback: checkpoints (the model
+// and the optimizer state) fetch it again when the writer reaches it, so every saved tensor is the
+// engine's own (an earlier version wrote pointers into freed copies: on the CPU backend the head's
+// values under the embedding's name, on CUDA a segmentation fault).
+TEST(DeviceOptimizer, CheckpointsHoldTheDeviceTensors) {
+  const fs::path dir = tiny_model("devopt_save", "llama", false);  // embedding and head alike
+  auto be = make_cpu_backend();
+  const ModelSpec spec = load_model_spec(dir);
+  Engine e(*be, spec, with(DeviceOptimizer::kAll, 0.0f));
+  load_model_weights(e, dir);
+  for (int s = 0; s < 2; ++s) e.step(random_batch(uint64_t(s), spec.vocab, {13, 21, 7}), 1e-2f);
+  std::map<std::string, std::pair<TensorDesc, std::vector<float>>> want;
+  std::vector<TensorToWrite> state;
+  e.visit_state([&](const TensorState& t) {
+    const char* suffix[3] = {".master", ".exp_avg", ".exp_avg_sq"};
+    const float* a[3] = {t.master, t.m, t.v};
+    for (int k = 0; k < 3; ++k) {
+      want[t.desc.name + suffix[k]] = {TensorDesc{t.desc.name + suffix[k], t.desc.shape, true},
+                                       std::vector<float>(a[k], a[k] + t.numel)};
+      state.push_back(state_to_write(t, t.desc.name + suffix[k], k));
+    }
+  });
+  const fs::path out = fs::temp_directory_path() / "sf_devopt_save_out";
+  fs::remove_all(out);
+  fs::create_directories(out);
+  write_safetensors_file(out / "state.safetensors", state, DType::kF32);
+  std::ifstream cfg(dir / "config.json");
+  const std::string config((std::istreambuf_iterator<char>(cfg)), std::istreambuf_iterator<char>());
+  save_model_checkpoint(e, out / "model", config, DType::kF32);
+  SafetensorsReader st(out / "state.safetensors"), model(out / "model");
+  int device_tensors = 0;
+  for (const auto& [name, entry] : want) {
+    const auto& [desc, values] = entry;
+    std::vector<float> got(values.size());
+    load_tensor_f32(st, desc, got.data());
+    EXPECT_EQ(got, values) << name;
+    if (!name.ends_with(".master")) continue;
+    const std::string weight = name.substr(0, name.rfind('.'));
+    load_tensor_f32(model, TensorDesc{weight, desc.shape, true}, got.data());
+    EXPECT_EQ(got, values) << weight;
+    device_tensors += weight == "model.embed_tokens.weight" || weight == "lm_head.weight";
+  }
+  EXPECT_EQ(device_tensors, 2);
+  fs::remove_all(out);
 }
 
 TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) {
