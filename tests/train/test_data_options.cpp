@@ -110,15 +110,7 @@ TEST(TrainData, EnableThinkingReachesTheTemplate) {
   write_text(d / "chat.jsonl",
              "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, "
              "{\"role\": \"assistant\", \"content\": \"Hello.\"}]}\n");
-  TinyModelOptions o;
-  o.arch = "qwen3";
-  o.hidden = 32;
-  o.layers = 1;
-  o.heads = 2;
-  o.kv_heads = 1;
-  o.intermediate = 64;
-  o.vocab = 151936;
-  write_random_model(d / "model", o);
+  tiny_arch_model(d / "model", "qwen3", 151936);
   TrainConfig c;
   c.model_dir = d / "model";
   c.tokenizer_dir = qwen3;

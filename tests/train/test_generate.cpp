@@ -225,15 +225,7 @@ TEST(Generate, ThroughTheBinaryWithAChatTemplate) {
   const fs::path tok = fs::path(SF_SOURCE_DIR) / "../shared/data/tokenizers/qwen2.5";
   if (!fs::exists(tok)) GTEST_SKIP() << "skipped: ../shared/data is absent";
   const fs::path d = fresh_dir("generate_chat");
-  TinyModelOptions o;
-  o.arch = "qwen2";
-  o.hidden = 32;
-  o.layers = 1;
-  o.heads = 2;
-  o.kv_heads = 1;
-  o.intermediate = 64;
-  o.vocab = 151936;
-  write_random_model(d / "model", o);
+  tiny_arch_model(d / "model", "qwen2", 151936);
   int code = 0;
   const std::string args = "generate --model " + (d / "model").string() + " --tokenizer " +
                            tok.string() + " --chat --prompt Hi --max-new-tokens 3 --print-ids";
@@ -258,15 +250,7 @@ TEST(Generate, TemplateKwargsReachTheTemplate) {
   const fs::path tok = fs::path(SF_SOURCE_DIR) / "../shared/data/tokenizers/qwen3";
   if (!fs::exists(tok)) GTEST_SKIP() << "skipped: ../shared/data is absent";
   const fs::path d = fresh_dir("generate_kwargs");
-  TinyModelOptions o;
-  o.arch = "qwen3";
-  o.hidden = 32;
-  o.layers = 1;
-  o.heads = 2;
-  o.kv_heads = 1;
-  o.intermediate = 64;
-  o.vocab = 151936;
-  write_random_model(d / "model", o);
+  tiny_arch_model(d / "model", "qwen3", 151936);
   const std::string base = "generate --model " + (d / "model").string() + " --tokenizer " +
                            tok.string() + " --chat --prompt Hi --max-new-tokens 1 --print-ids";
   const Tokenizer t = Tokenizer::load(tok);

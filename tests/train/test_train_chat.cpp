@@ -8,26 +8,20 @@
 
 #include "model/init.h"
 #include "train/trainer.h"
+#include "train_test_util.h"
 
 namespace sf {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::tiny_arch_model;
 
 TEST(TrainChat, AlpacaWithQwenTemplatePackingAndCache) {
   const fs::path tok = fs::path(SF_SOURCE_DIR) / "../shared/data/tokenizers/qwen2.5";
   if (!fs::exists(tok)) GTEST_SKIP() << "skipped: ../shared/data is absent";
   const fs::path d = fs::temp_directory_path() / "sf_train_chat";
   fs::remove_all(d);
-  TinyModelOptions o;
-  o.arch = "qwen2";
-  o.hidden = 32;
-  o.layers = 1;
-  o.heads = 2;
-  o.kv_heads = 1;
-  o.intermediate = 64;
-  o.vocab = 151936;  // Qwen2.5's embedding rows
-  write_random_model(d / "model", o);
+  tiny_arch_model(d / "model", "qwen2", 151936);
   {
     std::ofstream f(d / "data.jsonl");
     for (int i = 0; i < 12; ++i)

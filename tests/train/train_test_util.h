@@ -38,6 +38,21 @@ inline std::string read_text(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
+// A random one-layer model of `arch` (hidden 32) with a real tokenizer's vocabulary `vocab`
+// (151936: Qwen2.5's and Qwen3's embedding rows), in `dir`.
+inline fs::path tiny_arch_model(const fs::path& dir, const std::string& arch, int64_t vocab) {
+  TinyModelOptions o;
+  o.arch = arch;
+  o.hidden = 32;
+  o.layers = 1;
+  o.heads = 2;
+  o.kv_heads = 1;
+  o.intermediate = 64;
+  o.vocab = vocab;
+  write_random_model(dir, o);
+  return dir;
+}
+
 // A random Llama-style model of 2 layers, hidden 32, vocabulary `vocab`, in dir/model.
 inline fs::path tiny_model(const fs::path& dir, int64_t vocab = 256) {
   TinyModelOptions o;
