@@ -6,9 +6,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -53,10 +53,12 @@ struct NvmeStore::Impl {
   std::deque<Request> pending;  // waiting for a place in the queue
   std::vector<Request> slots;   // in the kernel; user_data = index + 1 (0 wakes the reaper)
   std::vector<int> free_slots;
-  int in_flight = 0;
-  std::unordered_map<Ticket, TicketState> tickets;
+  int in_flight = 0;    // requests in slots: in the kernel, or prepared and not yet taken by it
+  int unsubmitted = 0;  // of those, prepared but not yet taken (the kernel was busy)
+  std::map<Ticket, TicketState> tickets;  // std::map: wait() keeps an iterator across inserts
   Ticket next_ticket = 1;
   std::string broken;  // the ring itself failed: every later call throws this
+  bool stopping = false, reaper_exited = false;
   Stats stats;
   std::thread reaper;
 
@@ -114,14 +116,20 @@ void NvmeStore::Impl::pump() {
     ++in_flight, ++prepared;
   }
   if (in_flight > stats.max_in_flight) stats.max_in_flight = in_flight;
-  if (prepared == 0) return;
-  int r;
-  do {
-    r = io_uring_submit(&ring);
-  } while (r == -EINTR || r == -EAGAIN);
-  if (r < 0) {
-    broken = str_cat(where(), ": io_uring_submit failed: ", errno_text(-r),
-                     "; the store cannot go on: resume from the last checkpoint");
+  unsubmitted += prepared;
+  while (unsubmitted > 0) {
+    const int r = io_uring_submit(&ring);
+    if (r > 0) {
+      unsubmitted -= r;
+    } else if (r == -EINTR) {
+      continue;
+    } else if ((r == 0 || r == -EAGAIN || r == -EBUSY) && in_flight > unsubmitted) {
+      break;  // the kernel is busy: the next completion submits them
+    } else {
+      broken = str_cat(where(), ": io_uring_submit failed: ", errno_text(r < 0 ? -r : EAGAIN),
+                       "; the store cannot go on: resume from the last checkpoint");
+      break;
+    }
   }
 }
 
@@ -153,14 +161,24 @@ void NvmeStore::Impl::complete(int slot, int res) {
 }
 
 void NvmeStore::Impl::reap() {
+  // The destructor wakes this thread with a no-op; the timeout stops it even where the ring can
+  // no longer take one (EXT_ARG: no SQE is used for the timeout, the submitters own the SQ).
+  __kernel_timespec tick{0, 100'000'000};
   for (;;) {
     io_uring_cqe* cqe = nullptr;
-    const int r = io_uring_wait_cqe(&ring, &cqe);
+    const int r = io_uring_wait_cqe_timeout(&ring, &cqe, &tick);
     if (r == -EINTR) continue;
     std::lock_guard lock(mu);
+    if (r == -ETIME) {
+      if (!stopping) continue;
+      reaper_exited = true;
+      cv.notify_all();
+      return;
+    }
     if (r < 0) {
       broken = str_cat(where(), ": waiting for io_uring completions failed: ", errno_text(-r),
                        "; the store cannot go on: resume from the last checkpoint");
+      reaper_exited = true;
       cv.notify_all();
       return;
     }
@@ -175,6 +193,7 @@ void NvmeStore::Impl::reap() {
         complete(int(ud - 1), res);
     } while (io_uring_peek_cqe(&ring, &cqe) == 0);
     if (broken.empty()) pump();
+    reaper_exited = stop;
     cv.notify_all();
     if (stop) return;
   }
@@ -224,6 +243,12 @@ NvmeStore::NvmeStore(const std::filesystem::path& dir, NvmeStoreOptions opt) {
            ": io_uring is not available (io_uring_setup: ", errno_text(-r),
            "); the NVMe store needs it: allow it (sysctl kernel.io_uring_disabled=0; a "
            "container's seccomp profile may block it) or run without --nvme-dir");
+  if ((s.ring.features & IORING_FEAT_EXT_ARG) == 0) {
+    io_uring_queue_exit(&s.ring);
+    SF_FAIL("--nvme-dir ", dir.string(),
+            ": this kernel's io_uring lacks IORING_FEAT_EXT_ARG (Linux 5.11 or later); the "
+            "NVMe store needs it: run on a newer kernel or without --nvme-dir");
+  }
   s.slots.resize(size_t(opt.queue_depth));
   for (int i = opt.queue_depth - 1; i >= 0; --i) s.free_slots.push_back(i);
   s.reaper = std::thread([&s] { s.reap(); });
@@ -233,14 +258,18 @@ NvmeStore::~NvmeStore() {
   Impl& s = *impl_;
   {
     std::unique_lock lock(s.mu);
-    s.cv.wait(lock, [&] { return !s.broken.empty() || (s.in_flight == 0 && s.pending.empty()); });
-    io_uring_sqe* sqe = s.broken.empty() ? io_uring_get_sqe(&s.ring) : nullptr;
-    if (sqe != nullptr) {  // wakes the reaper, which returns on user_data 0
+    // The kernel may still write into (or read from) the callers' buffers: wait for it.
+    s.cv.wait(lock, [&] {
+      return s.reaper_exited ||
+             (s.in_flight == s.unsubmitted && (s.pending.empty() || !s.broken.empty()));
+    });
+    s.stopping = true;
+    io_uring_sqe* sqe = s.reaper_exited ? nullptr : io_uring_get_sqe(&s.ring);
+    if (sqe != nullptr) {  // wakes the reaper at once, on user_data 0 (else its timeout does)
       io_uring_prep_nop(sqe);
       io_uring_sqe_set_data64(sqe, 0);
-      if (io_uring_submit(&s.ring) < 1) sqe = nullptr;
+      io_uring_submit(&s.ring);
     }
-    if (sqe == nullptr && s.broken.empty()) std::terminate();  // cannot stop the reaper
   }
   s.reaper.join();
   io_uring_queue_exit(&s.ring);
