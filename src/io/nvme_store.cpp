@@ -78,9 +78,9 @@ std::string NvmeStore::Impl::failure(const Request& q, int err) const {
   const char* op = q.write ? "write" : "read";
   std::string todo;
   if (err == ENOSPC || err == EDQUOT) {
-    todo = str_cat(
-        "the disk is full: free space on it or point --nvme-dir at a larger one, "
-        "then resume from the last checkpoint");
+    todo =
+        "the disk is full: free space on it or point --nvme-dir at a larger one, then resume "
+        "from the last checkpoint";
   } else if (err == EIO) {
     todo =
         "the disk reported an I/O error: check it (dmesg, smartctl), then resume from the "
@@ -128,6 +128,7 @@ void NvmeStore::Impl::pump() {
     } else {
       broken = str_cat(where(), ": io_uring_submit failed: ", errno_text(r < 0 ? -r : EAGAIN),
                        "; the store cannot go on: resume from the last checkpoint");
+      cv.notify_all();  // waiters see it
       break;
     }
   }
