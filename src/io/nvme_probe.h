@@ -1,0 +1,30 @@
+// defines: sf::NvmeBandwidth, sf::measure_nvme — the disk's sequential read and write rates
+// through the NVMe store (O_DIRECT, aligned buffers, io_uring at the queue depth the store will
+// use), for the planner.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "io/nvme_store.h"
+
+namespace sf {
+
+struct NvmeBandwidth {
+  double write_gbps = 0, read_gbps = 0;  // 1e9 bytes per second
+  uint64_t bytes = 0;                    // written, then read back
+  int queue_depth = 0;
+  uint64_t request_bytes = 0;
+  std::string fs_type;
+  bool memory_backed = false;  // tmpfs: a figure for memory, not for a disk
+};
+
+// Writes `bytes` (rounded up to 4 KiB) into a fresh store in `dir`, then reads them back, keeping
+// `queue_depth` requests of `request_bytes` in flight; each rate is bytes over the wall time from
+// the first submission to the last completion. The read-back is checked against what was written.
+// Host memory: queue_depth × request_bytes.
+NvmeBandwidth measure_nvme(const std::filesystem::path& dir, uint64_t bytes, int queue_depth,
+                           uint64_t request_bytes = NvmeStoreOptions{}.max_request_bytes);
+
+}  // namespace sf
