@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "data/jinja/value.h"  // check_value_bytes
 
 namespace sf::jinja::text {
 
@@ -131,6 +132,7 @@ std::string replace(const std::string& s, const std::string& old, const std::str
         ++done;
       }
       if (i < cps.size()) out += encode(cps[i]);
+      check_value_bytes(out.size(), "the result of replace");
     }
     return out;
   }
@@ -143,6 +145,7 @@ std::string replace(const std::string& s, const std::string& old, const std::str
     out += repl;
     pos = f + old.size();
     ++done;
+    check_value_bytes(out.size(), "the result of replace");
   }
   out.append(s, pos, std::string::npos);
   return out;
