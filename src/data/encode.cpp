@@ -128,6 +128,24 @@ std::vector<TokenSpan> assistant_spans(const ojson& messages, const std::vector<
         break;
       }
   }
+  {
+    // Refused before the work, where it can be foreseen: each assistant turn k renders two
+    // prefixes of about (k + 1) / n of the whole conversation.
+    const double n = double(messages.size());
+    double estimate = 0;
+    int64_t turns = 0;
+    for (size_t k = 0; k < messages.size(); ++k)
+      if (k >= first && messages[k].value("role", "") == "assistant") {
+        estimate += 2 * double(full.size()) * double(k + 1) / n;
+        ++turns;
+      }
+    SF_CHECK(estimate <= double(kMaxLossMaskWorkBytes), "finding the loss mask of this ",
+             "conversation (", messages.size(), " messages, ", turns, " assistant turns, ",
+             full.size(), " bytes rendered) takes about ", int64_t(estimate),
+             " bytes of prefix renders, more than ", kMaxLossMaskWorkBytes,
+             " (kMaxLossMaskWorkBytes in src/data/encode.h; it grows as turns² × length): use ",
+             "--loss-mask last (the last turn only) or all, or split the conversation");
+  }
   for (size_t k = first; k < messages.size(); ++k) {
     if (messages[k].value("role", "") != "assistant") continue;
     // The prompt up to the assistant's first token: the conversation so far plus the generation

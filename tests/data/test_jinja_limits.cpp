@@ -79,7 +79,7 @@ TEST(JinjaLimits, OutputSizeIsBounded) {
 
 // Operations that build a big string or list from a big one (replace, join, indent, tojson, sum,
 // concatenation, repetition of a list of strings, a string iterated as characters) stop at
-// kMaxStringBytes while building, within a second, instead of allocating gigabytes first.
+// kMaxStringBytes while building, in a fraction of a second, instead of allocating gigabytes first.
 TEST(JinjaLimits, BigStringWorkStopsAtTheLimitQuickly) {
   const std::string big = "{% set s = 'ab' * 16777216 %}";  // 32 MiB: allowed
   const std::string sep = "{% set c = 'x' * 1048576 %}";    // 1 MiB
@@ -108,7 +108,9 @@ TEST(JinjaLimits, BigStringWorkStopsAtTheLimitQuickly) {
     EXPECT_HAS(e, c.want) << c.src;
     EXPECT_HAS(e, "67108864 bytes (kMaxStringBytes in src/data/jinja/limits.h)");
     EXPECT_HAS(e, "chat template t line ");
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << c.src;
+    // ~0.2 s each on an idle 2-core machine; the bound leaves room for a loaded one (without the
+    // checks these built gigabytes, or ran into bad_alloc, first).
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << c.src;
   }
   // Below the limit the same operations work, as Python's.
   EXPECT_EQ(render("{{ 'abab' | replace('a', 'xy') }}"), "xybxyb");

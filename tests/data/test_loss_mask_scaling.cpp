@@ -118,7 +118,8 @@ TEST(LossMaskScaling, ConversationWithoutCuttingTokensIsBounded) {
   o.cutoff_len = int64_t(1) << 30;
   auto t0 = std::chrono::steady_clock::now();
   const Sample s = encode_record(r, &tok, &chat, o);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << "1600 messages";
+  // ~5 s on an idle 2-core machine (renders stay one per prefix: O(n²)); was O(n²) encodes too.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "1600 messages";
   int64_t trained = 0;
   for (int32_t l : s.labels) trained += l != -100;
   EXPECT_GT(trained, 800 * 5);  // 800 assistant turns of several tokens each
@@ -131,16 +132,19 @@ TEST(LossMaskScaling, ConversationWithoutCuttingTokensIsBounded) {
   } catch (const Error& err) {
     e = err.what();
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << "8000 messages";
-  EXPECT_NE(e.find("finding the loss mask of this conversation takes more than 268435456 bytes"),
+  // Refused from the estimate, before any prefix is rendered: one render and one encode.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "8000 messages";
+  EXPECT_NE(e.find("finding the loss mask of this conversation (8000 messages, 4000 assistant "
+                   "turns"),
             std::string::npos)
       << e;
+  EXPECT_NE(e.find("bytes of prefix renders, more than 268435456"), std::string::npos) << e;
   EXPECT_NE(e.find("kMaxLossMaskWorkBytes"), std::string::npos) << e;
   EXPECT_NE(e.find("use --loss-mask last"), std::string::npos) << e;
   o.mask = LossMask::kLastAssistant;  // the remedy named: one turn
   t0 = std::chrono::steady_clock::now();
   EXPECT_NO_THROW(encode_record(r, &tok, &chat, o));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "last of 8000";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20)) << "last of 8000";
 }
 
 }  // namespace sf

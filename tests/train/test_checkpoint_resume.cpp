@@ -300,6 +300,34 @@ TEST(TrainCheckpoint, OutputSpaceIsCheckedBeforeTheFirstStep) {
   EXPECT_FALSE(fs::exists(c.output_dir / "metrics.jsonl"));
 }
 
+// A run killed while saving leaves OUTPUT/.checkpoint-<step>.tmp-<pid>/ (up to a checkpoint's
+// size); the next run into that directory removes it before its first step, and keeps the
+// complete checkpoints it resumes from.
+TEST(TrainCheckpoint, StaleCheckpointTemporariesAreRemovedByTheNextRun) {
+  const fs::path d = fresh_dir("stale_ck");
+  TrainConfig c = resumable_config(d);
+  c.output_dir = d / "out";
+  c.steps = 4;
+  c.save_steps = 2;
+  std::ostringstream log;
+  run_training(c, log);
+  const fs::path stale = c.output_dir / ".checkpoint-4.tmp-999999";
+  fs::create_directories(stale);
+  write_text(stale / "model.safetensors", std::string(4096, 'x'));
+  fs::remove_all(c.output_dir / "checkpoint-4");
+  write_text(c.output_dir / "latest", "checkpoint-2\n");
+  c.resume_from_checkpoint = "auto";
+  std::ostringstream rlog;
+  const TrainSummary s = run_training(c, rlog);
+  EXPECT_NE(rlog.str().find("resumed from " + (c.output_dir / "checkpoint-2").string()),
+            std::string::npos)
+      << rlog.str();
+  EXPECT_EQ(s.steps, 4);
+  EXPECT_FALSE(fs::exists(stale));
+  for (const auto& e : fs::directory_iterator(c.output_dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
 // An output directory that exists but cannot be written (/proc/self, even for root) is refused
 // before the first step, not at the first save.
 TEST(TrainCheckpoint, UnwritableOutputDirectoryIsRefusedBeforeTheFirstStep) {

@@ -259,6 +259,9 @@ List Value::iterate() const {
     }
     case Kind::kString: {
       List chars;
+      // Checked before decoding (code points counted without allocating), and after.
+      check_value_bytes(text::length(s_) * (sizeof(Value) + 4),
+                        "the characters of a string, as a list");
       const std::vector<char32_t> cps = text::decode(s_);
       check_value_bytes(cps.size() * (sizeof(Value) + 4), "the characters of a string, as a list");
       chars.reserve(cps.size());
