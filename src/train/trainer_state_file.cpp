@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <cstdint>
 #include <set>
 
 #include "core/error.h"
@@ -41,6 +42,16 @@ const std::set<std::string> kResumeMayChange = {"output_dir",
 
 }  // namespace
 
+// An integer field: nlohmann's get<int64_t>() of a float (1e300) or of an unsigned past INT64_MAX
+// converts out of range (undefined behaviour, found by fuzz_train_state).
+int64_t int_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  const nlohmann::json& v = j.at(key);
+  SF_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX),
+           where, ": \"", key, "\" is ", v.dump().substr(0, 40),
+           ", not an integer of 64 bits: corrupt checkpoint");
+  return v.get<int64_t>();
+}
+
 TrainerState parse_trainer_state(const std::string& text, const fs::path& file) {
   const std::string where = file.string();
   check_json_depth(text, where);  // the file nests 1 deep: anything deeper is corrupt
@@ -55,12 +66,12 @@ TrainerState parse_trainer_state(const std::string& text, const fs::path& file) 
     SF_CHECK(j.is_object(), where, ": not a JSON object: corrupt checkpoint");
     SF_CHECK(j.at("format") == kTrainerStateFormat, where, ": format ", j.at("format").dump(),
              " is not ", kTrainerStateFormat, ": not a checkpoint this version wrote");
-    st.global_step = j.at("global_step").get<int64_t>();
-    st.total_steps = j.at("max_steps").get<int64_t>();
+    st.global_step = int_field(j, "global_step", where);
+    st.total_steps = int_field(j, "max_steps", where);
     st.epoch = j.at("epoch").get<double>();
     st.batcher = j.at("data_position").get<std::string>();
     st.config_yaml = j.at("training_args").get<std::string>();
-    const auto done = j.at("optimizer_steps_done").get<int64_t>();
+    const int64_t done = int_field(j, "optimizer_steps_done", where);
     SF_CHECK(done == st.global_step && st.global_step >= 1 && st.global_step <= st.total_steps,
              where, ": inconsistent step counts (global_step ", st.global_step,
              ", optimizer_steps_done ", done, ", max_steps ", st.total_steps,

@@ -4,6 +4,7 @@
 # build-fuzz/corpus/<target>, crashes to build-fuzz/findings/<target>. Exit 1 on any finding.
 # SF_FUZZ_CORPUS=committed (CI: scripts/fuzz_ci.sh) starts each run from the committed corpus
 # alone, in a fresh build-fuzz/ci-corpus/<target>, so a run does not depend on earlier ones.
+# SF_FUZZ_RUNS=N stops each target after N executions (SECONDS is then the cap).
 #   tests/fuzz/run_fuzzers.sh [SECONDS] [target ...]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,13 +28,14 @@ for t in $targets; do
   cp -n tests/fuzz/corpus/$t/* "$corpus/" 2>/dev/null
   # rss/malloc limits: a template may use up to 64 MiB per value (data/jinja/limits.h).
   ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
-  "build-fuzz/fuzz_$t" "$corpus" -max_total_time="$secs" -timeout=20 \
+  "build-fuzz/fuzz_$t" "$corpus" -max_total_time="$secs" ${SF_FUZZ_RUNS:+-runs=$SF_FUZZ_RUNS} -timeout=20 \
       -rss_limit_mb=4096 -max_len=65536 -artifact_prefix="build-fuzz/findings/$t/" \
       -print_final_stats=1 > "build-fuzz/fuzz_$t.log" 2>&1
   rc=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "build-fuzz/fuzz_$t.log" | grep -o '[0-9]*$')
   n=$(ls "build-fuzz/findings/$t" | wc -l)
-  echo "fuzz_$t: ${runs:-?} executions in ${secs}s, exit $rc, findings: $n"
+  took=$(grep -o 'Done [0-9]* runs in [0-9]* second' "build-fuzz/fuzz_$t.log" | grep -o '[0-9]* second' | grep -o '[0-9]*')
+  echo "fuzz_$t: ${runs:-?} executions in ${took:-$secs} s (cap ${secs} s), exit $rc, findings: $n"
   [ "$n" -ne 0 ] && ls "build-fuzz/findings/$t" && tail -n 40 "build-fuzz/fuzz_$t.log"
   [ "$rc" -ne 0 ] || [ "$n" -ne 0 ] && found=1
 done

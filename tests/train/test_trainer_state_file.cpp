@@ -52,10 +52,15 @@ TEST(TrainerStateFile, CorruptFieldsAreRefusedNamingTheFile) {
   };
   const Case cases[] = {
       {"format", "other-format-9", "is not slideformer-trainer-state-1"},
-      {"global_step", "two", "a field is missing or of the wrong type"},
+      {"global_step", "two", "\"global_step\" is \"two\", not an integer of 64 bits"},
       {"global_step", 7, "inconsistent step counts (global_step 7"},  // past max_steps 6
       {"optimizer_steps_done", 3, "inconsistent step counts"},
       {"global_step", 0, "inconsistent step counts"},
+      // Out of int64 range: nlohmann's get<int64_t>() would convert with undefined behaviour
+      // (fuzz_train_state's finding: "max_steps": 5.55e108).
+      {"max_steps", 5.555555e108, "\"max_steps\" is 5.555555e+108, not an integer of 64 bits"},
+      {"max_steps", 18446744073709551615ULL, "\"max_steps\" is 18446744073709551615, not an"},
+      {"optimizer_steps_done", 2.0, "\"optimizer_steps_done\" is 2.0, not an integer"},
       {"epoch", -1.0, "epoch -1 is not a number ≥ 0"},
       {"data_position", 5, "a field is missing or of the wrong type"},
       {"training_args", nullptr, "a field is missing or of the wrong type"},
