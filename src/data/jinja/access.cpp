@@ -158,12 +158,17 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
         throw LinelessError(sf::str_cat("repetition too large: ", unit, " x ", times,
                                         " exceeds the limit of ", kMaxStringBytes,
                                         " bytes (kMaxStringBytes in src/data/jinja/limits.h)"));
-      if (seq->is_string()) {
+      if (seq->is_string()) {  // by doubling: O(log n) appends (2-byte appends took seconds)
+        const size_t total = unit * size_t(times);
         std::string o;
-        for (int64_t i = 0; i < times; ++i) o += seq->str();
-        return Value(o);
+        o.reserve(total);
+        o = seq->str();
+        while (o.size() * 2 <= total) o.append(o.data(), o.size());  // reserved: no realloc
+        o.append(o.data(), total - o.size());
+        return Value(std::move(o));
       }
       List l;
+      l.reserve(seq->items().size() * size_t(times));
       for (int64_t i = 0; i < times; ++i)
         l.insert(l.end(), seq->items().begin(), seq->items().end());
       return Value::list(std::move(l), seq->kind() == Value::Kind::kTuple);

@@ -298,9 +298,12 @@ std::string string_repr(const std::string& s) {
   bool has_sq = s.find('\'') != std::string::npos, has_dq = s.find('"') != std::string::npos;
   char q = has_sq && !has_dq ? '"' : '\'';
   std::string o(1, q);
+  o.reserve(s.size() + 2);
   char buf[16];
   for (char32_t c : decode(s)) {
-    if (c == '\\')
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != static_cast<char32_t>(q))
+      o += static_cast<char>(c);  // printable ASCII, the common case: as is
+    else if (c == '\\')
       o += "\\\\";
     else if (c == static_cast<char32_t>(q))
       o += std::string("\\") + q;
