@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # CI's fuzz step (issue 14; scripts/test.sh runs it after the test suite): builds the libFuzzer
 # targets of tests/fuzz with clang 14 (ASan + UBSan) into build-fuzz/ and runs each for
-# SF_FUZZ_SECONDS (default 15) from the committed corpus only; exit 1 on any finding (a crash, a
+# SF_FUZZ_SECONDS (default 10) from the committed corpus only; exit 1 on any finding (a crash, a
 # sanitizer report, a hang past 20 s, an exception other than sf::Error). clang-14 and
 # libclang-rt-14-dev come from Debian; where they cannot be installed the step says so and
 # skips (exit 0): the committed corpus is still replayed by FuzzReplay in the test suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-secs=${SF_FUZZ_SECONDS:-15}
+secs=${SF_FUZZ_SECONDS:-10}
 t0=$(date +%s)
 pkgs=(clang-14 libclang-rt-14-dev)
 missing=()
