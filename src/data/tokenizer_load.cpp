@@ -80,8 +80,8 @@ bool parse_post_processor(const Json& j, const std::string& path, const JsonSour
   if (type == "RobertaProcessing" || type == "BertProcessing") {
     auto tok_id = [&](const char* key) {
       const Json& v = src.at(j, path, key);
-      if (!v.is_array() || v.size() != 2 || !v[1].is_number_integer() ||
-          v[1].get<int64_t>() < 0 || v[1].get<int64_t>() > INT32_MAX ||
+      if (!v.is_array() || v.size() != 2 || !v[1].is_number_integer() || v[1].get<int64_t>() < 0 ||
+          v[1].get<int64_t>() > INT32_MAX ||
           (v[1].is_number_unsigned() && v[1].get<uint64_t>() > INT32_MAX))
         src.fail(json_path(path, key), "expected [\"token\", id] with an id in [0, 2147483647]");
       return v[1].get<int32_t>();

@@ -176,11 +176,13 @@ TEST(TokenizerHostile, PostProcessorIdsPastInt32AreRefused) {
         {"type", "TemplateProcessing"},
         {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
                                 {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
-        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", json::array({bad})},
-                                     {"tokens", json::array({"<s>"})}}}}}};
+        {"special_tokens",
+         {{"<s>",
+           {{"id", "<s>"}, {"ids", json::array({bad})}, {"tokens", json::array({"<s>"})}}}}}};
     std::string e = load_error(tj.dump());
     EXPECT_HAS(e, "hostile/tokenizer.json");
-    EXPECT_HAS(e, "at `post_processor.special_tokens.<s>`: ids must be integers in [0, 2147483647]");
+    EXPECT_HAS(e,
+               "at `post_processor.special_tokens.<s>`: ids must be integers in [0, 2147483647]");
     tj["post_processor"] = {{"type", "BertProcessing"},
                             {"cls", json::array({"[CLS]", bad})},
                             {"sep", json::array({"[SEP]", 2})}};

@@ -12,9 +12,9 @@
 #include "data/dataset.h"
 #include "data/pipeline.h"
 #include "data/tokenizer.h"
+#include "io/safetensors.h"
 #include "model/spec.h"
 #include "model/weights.h"
-#include "io/safetensors.h"
 #include "train/config.h"
 #include "train/data.h"
 #include "train/trainer_state_file.h"
@@ -144,11 +144,13 @@ void run_train_state(const uint8_t* data, size_t size) {
 }
 
 const std::vector<Target>& targets() {
-  static const std::vector<Target> t = {
-      {"jinja", run_jinja},           {"dataset", run_dataset},
-      {"tokenizer", run_tokenizer},   {"model_config", run_model_config},
-      {"safetensors", run_safetensors}, {"samples_cache", run_samples_cache},
-      {"train_state", run_train_state}};
+  static const std::vector<Target> t = {{"jinja", run_jinja},
+                                        {"dataset", run_dataset},
+                                        {"tokenizer", run_tokenizer},
+                                        {"model_config", run_model_config},
+                                        {"safetensors", run_safetensors},
+                                        {"samples_cache", run_samples_cache},
+                                        {"train_state", run_train_state}};
   return t;
 }
 

@@ -274,8 +274,8 @@ TEST(TrainCheckpoint, OutputSpaceIsCheckedBeforeTheFirstStep) {
   for (const auto& e : fs::recursive_directory_iterator(c.output_dir))
     if (e.is_regular_file()) written += e.file_size();
   const int64_t params = parameter_count(load_model_spec(c.model_dir));
-  const double need = output_bytes_needed(c, params, s.total_steps,
-                                          side_files_bytes(c.model_dir, ""));
+  const double need =
+      output_bytes_needed(c, params, s.total_steps, side_files_bytes(c.model_dir, ""));
   // What stays is the final model and 2 checkpoints; the estimate holds one more checkpoint
   // (the one being written before the oldest is pruned).
   EXPECT_GE(need, double(written));

@@ -281,7 +281,8 @@ TEST(Train, HostCheckCountsTheProcessAndSaysWhatItCounted) {
   const HostCheck before = check_host(plan, uint64_t(1) << 20, /*also_available=*/false);
   std::vector<char> heap(size_t(256) << 20);
   for (size_t i = 0; i < heap.size(); i += 4096) heap[i] = char(i);  // resident
-  volatile const char* keep = heap.data();  // the allocation is not elided
+  // The allocation is not elided.
+  volatile const char* keep = heap.data();
   (void)keep;
   const HostCheck after = check_host(plan, uint64_t(1) << 20, /*also_available=*/false);
   EXPECT_GE(after.held, before.held + (uint64_t(200) << 20)) << "the heap is counted";
@@ -290,9 +291,9 @@ TEST(Train, HostCheckCountsTheProcessAndSaysWhatItCounted) {
   EXPECT_EQ(after.need(), after.pinned + after.held + after.margin);
   EXPECT_FALSE(after.fits());
   const std::string e = after.refusal(plan);
-  for (const char* part : {"not enough host memory for this run: it needs", "for the engine",
-                           "this process already holds (data, tokenizer)", "and a margin of",
-                           "(--host-memory)"})
+  for (const char* part :
+       {"not enough host memory for this run: it needs", "for the engine",
+        "this process already holds (data, tokenizer)", "and a margin of", "(--host-memory)"})
     EXPECT_NE(e.find(part), std::string::npos) << part << "\n" << e;
 }
 

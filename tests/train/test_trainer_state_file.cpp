@@ -22,8 +22,12 @@ std::vector<Sample> five_samples() {
 }
 
 nlohmann::json valid_state(const std::string& batcher) {
-  return {{"format", kTrainerStateFormat}, {"global_step", 2},       {"max_steps", 6},
-          {"epoch", 0.5},                  {"optimizer_steps_done", 2}, {"data_position", batcher},
+  return {{"format", kTrainerStateFormat},
+          {"global_step", 2},
+          {"max_steps", 6},
+          {"epoch", 0.5},
+          {"optimizer_steps_done", 2},
+          {"data_position", batcher},
           {"training_args", "learning_rate: 0.001\nseed: 42\n"}};
 }
 
@@ -80,12 +84,14 @@ TEST(TrainerStateFile, CorruptFieldsAreRefusedNamingTheFile) {
   EXPECT_NE(parse_error(nlohmann::json::array({1, 2})).find("not a JSON object"),
             std::string::npos);
   // JSON nested past the readers' limit is refused before nlohmann recurses into it.
-  const std::string deep = "{\"format\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  const std::string deep =
+      "{\"format\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
   const std::string e = error_text([&] { parse_trainer_state(deep, "ck/trainer_state.json"); });
   EXPECT_NE(e.find("ck/trainer_state.json: JSON nested deeper than 128 levels"), std::string::npos)
       << e;
-  EXPECT_NE(error_text([&] { parse_trainer_state("{\"format\": \"slide", "t.json"); })
-                .find("t.json: not valid JSON (truncated or corrupt checkpoint)"),
+  EXPECT_NE(error_text([&] {
+              parse_trainer_state("{\"format\": \"slide", "t.json");
+            }).find("t.json: not valid JSON (truncated or corrupt checkpoint)"),
             std::string::npos);
 }
 

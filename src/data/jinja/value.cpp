@@ -229,7 +229,9 @@ const Value& Value::require_defined() const {
 }
 
 size_t value_bytes(const Value& v) {
-  auto shallow = [](const Value& e) { return sizeof(Value) + (e.is_string() ? e.str().size() : 0); };
+  auto shallow = [](const Value& e) {
+    return sizeof(Value) + (e.is_string() ? e.str().size() : 0);
+  };
   if (v.is_string()) return v.str().size();
   size_t n = 0;
   if (v.is_sequence())
