@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds everything and runs the whole test suite (ctest). GPU tests skip, saying so, without a GPU.
+# Builds everything and runs the whole test suite (ctest), then the fuzz targets briefly
+# (scripts/fuzz_ci.sh). GPU tests skip, saying so, without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -19,4 +20,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "note: no GPU on this machine: the CUDA tests are built and run, and each reports itself"
   echo "      skipped (\"skipped: no CUDA device\"); ctest lists them as Skipped"
 fi
-cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900
+(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+# Every fuzz target of tests/fuzz for a few seconds on the committed corpus (clang from Debian;
+# skipped, saying so, where it cannot be installed); fails on any finding.
+bash scripts/fuzz_ci.sh

@@ -21,16 +21,28 @@ ojson head(const ojson& messages, size_t n) {
   return out;
 }
 
+// The work of finding the spans, charged as it is done (see kMaxLossMaskWorkBytes).
+void charge_mask_work(size_t& work, size_t bytes, size_t turn) {
+  work += bytes;
+  SF_CHECK(work <= kMaxLossMaskWorkBytes, "assistant turn ", turn, ": finding the loss mask of ",
+           "this conversation takes more than ", kMaxLossMaskWorkBytes,
+           " bytes of prefix renders and tokenisation (kMaxLossMaskWorkBytes in ",
+           "src/data/encode.h; it grows as turns² × length): use --loss-mask last (the last turn ",
+           "only) or all, or split the conversation");
+}
+
 // Token counts of prefixes text[0, chars), each checked to be a prefix of the whole
 // conversation's ids: BPE may merge across a boundary, and then no token boundary exists where
 // the turn starts or ends. Encoding every prefix from 0 made a conversation of n turns O(n^2)
 // (1600 messages: > 60 s). Added tokens such as <|im_end|> cut the text into parts that are
 // encoded independently, so a prefix is the ids up to the last such cut (a checkpoint, verified
-// once) plus the encoding of the text after it; a mismatch falls back to encoding from 0.
+// once) plus the encoding of the text after it; a mismatch falls back to encoding from 0,
+// charged to the conversation's work budget.
 class PrefixTokens {
  public:
-  PrefixTokens(const std::string& full, const std::vector<int32_t>& ids, const Tokenizer& tok)
-      : full_(full), ids_(ids), tok_(tok) {}
+  PrefixTokens(const std::string& full, const std::vector<int32_t>& ids, const Tokenizer& tok,
+               size_t& work)
+      : full_(full), ids_(ids), tok_(tok), work_(work) {}
 
   int64_t count(size_t chars, size_t turn) {
     const std::string_view all(full_);
@@ -42,15 +54,18 @@ class PrefixTokens {
       std::vector<int32_t> tail = tok_.encode_continuation(all.substr(c.chars, chars - c.chars));
       if (matches(c.tokens, tail)) {
         add_checkpoint(c, chars, tail);
+        add_verified(Cut{chars, c.tokens + tail.size()});
         return int64_t(c.tokens + tail.size());
       }
     }
+    charge_mask_work(work_, chars, turn);
     std::vector<int32_t> p = tok_.encode(all.substr(0, chars), false);
     SF_CHECK(matches(0, p), "assistant turn ", turn,
              ": the text before or after it does not tokenise as a prefix ",
              "of the conversation (a token spans the turn boundary), so its loss mask cannot be ",
              "found; use --loss-mask all");
     add_checkpoint(Cut{0, 0}, chars, p);
+    add_verified(Cut{chars, p.size()});
     return int64_t(p.size());
   }
 
@@ -58,6 +73,14 @@ class PrefixTokens {
   struct Cut {
     size_t chars, tokens;  // full_[0, chars) encodes to ids_[0, tokens)
   };
+  // A boundary just verified (full_[0, chars) is ids_[0, tokens), each piece checked against
+  // ids_) is a checkpoint too: where no added token cuts the text (a template without special
+  // tokens), the next prefix continues from here instead of being encoded from 0. A tail that
+  // matches ids_ from a verified boundary ends on a token boundary of the conversation, which is
+  // the reference's count whenever the reference (the prefix encoded from 0) is a prefix of ids_.
+  void add_verified(const Cut& c) {
+    if (c.chars > 0 && (cuts_.empty() || cuts_.back().chars < c.chars)) cuts_.push_back(c);
+  }
   bool matches(size_t at, const std::vector<int32_t>& p) const {
     return at + p.size() <= ids_.size() && std::equal(p.begin(), p.end(), ids_.begin() + at);
   }
@@ -82,6 +105,7 @@ class PrefixTokens {
   const std::string& full_;
   const std::vector<int32_t>& ids_;
   const Tokenizer& tok_;
+  size_t& work_;
   std::vector<Cut> cuts_;  // increasing
 };
 
@@ -92,7 +116,8 @@ std::vector<TokenSpan> assistant_spans(const ojson& messages, const std::vector<
                                        bool last_only, const ojson& none) {
   const std::string full = chat.render(messages, false, none);
   std::vector<TokenSpan> spans;
-  PrefixTokens prefix(full, ids, tok);
+  size_t work = 0;
+  PrefixTokens prefix(full, ids, tok, work);
   size_t first = 0;
   if (last_only) {
     first = messages.size();
@@ -102,17 +127,37 @@ std::vector<TokenSpan> assistant_spans(const ojson& messages, const std::vector<
         break;
       }
   }
+  {
+    // Refused before the work, where it can be foreseen: each assistant turn k renders two
+    // prefixes of about (k + 1) / n of the whole conversation.
+    const double n = double(messages.size());
+    double estimate = 0;
+    int64_t turns = 0;
+    for (size_t k = 0; k < messages.size(); ++k)
+      if (k >= first && messages[k].value("role", "") == "assistant") {
+        estimate += 2 * double(full.size()) * double(k + 1) / n;
+        ++turns;
+      }
+    SF_CHECK(estimate <= double(kMaxLossMaskWorkBytes), "finding the loss mask of this ",
+             "conversation (", messages.size(), " messages, ", turns, " assistant turns, ",
+             full.size(), " bytes rendered) takes about ", int64_t(estimate),
+             " bytes of prefix renders, more than ", kMaxLossMaskWorkBytes,
+             " (kMaxLossMaskWorkBytes in src/data/encode.h; it grows as turns² × length): use ",
+             "--loss-mask last (the last turn only) or all, or split the conversation");
+  }
   for (size_t k = first; k < messages.size(); ++k) {
     if (messages[k].value("role", "") != "assistant") continue;
     // The prompt up to the assistant's first token: the conversation so far plus the generation
     // prompt. Templates that refuse an empty conversation start the first turn at 0.
     std::string prompt;
     if (k > 0) prompt = chat.render(head(messages, k), true, none);
+    charge_mask_work(work, prompt.size(), k);
     SF_CHECK(full.compare(0, prompt.size(), prompt) == 0, "assistant turn ", k,
              ": the template renders the conversation before this turn differently from the ",
              "whole conversation, so the turn cannot be located; use --loss-mask all or last");
     // This turn rendered on its own: content, then whatever closes the turn (e.g. <|im_end|>\n).
     const std::string upto = chat.render(head(messages, k + 1), false, none);
+    charge_mask_work(work, upto.size(), k);
     std::string content = messages[k].value("content", "");
     // Templates may write the content trimmed (Llama 3's `| trim`).
     if (upto.find(content, prompt.size()) == std::string::npos) {

@@ -49,6 +49,14 @@ Sample encode_record(const Record& r, const Tokenizer* tok, const ChatTemplate* 
 struct TokenSpan {
   int64_t begin = 0, end = 0;
 };
+// The work of finding one conversation's spans, in bytes rendered (each turn renders its prefix
+// twice) plus bytes tokenised from the start (a prefix that no added token such as <|im_end|>
+// cuts is encoded whole). It grows as turns² × message length: 1600 messages of ~50 bytes take
+// ~80 MiB (a few seconds on the 2-core CI machine). Estimated from the whole conversation's
+// render before any prefix is rendered, then counted as it is done; past the limit the
+// conversation is refused, naming the limit (and the turn, when counted), instead of running for
+// minutes (use --loss-mask last, or all).
+inline constexpr size_t kMaxLossMaskWorkBytes = size_t{256} << 20;
 // `last_only`: only the last assistant turn's span (--loss-mask last: two renders, not 2n).
 std::vector<TokenSpan> assistant_spans(
     const nlohmann::ordered_json& messages, const std::vector<int32_t>& ids, const Tokenizer& tok,

@@ -66,8 +66,9 @@ bool parse_post_processor(const Json& j, const std::string& path, const JsonSour
         }
         const Json& ids = src.at(specials[name], json_path(sp, name.c_str()), "ids");
         for (const Json& id : ids) {
-          if (!id.is_number_integer())
-            src.fail(json_path(sp, name.c_str()), "ids must be integers");
+          if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX ||
+              (id.is_number_unsigned() && id.get<uint64_t>() > INT32_MAX))
+            src.fail(json_path(sp, name.c_str()), "ids must be integers in [0, 2147483647]");
           (seen_sequence ? suffix : prefix).push_back(id.get<int32_t>());
         }
       } else {
@@ -79,8 +80,10 @@ bool parse_post_processor(const Json& j, const std::string& path, const JsonSour
   if (type == "RobertaProcessing" || type == "BertProcessing") {
     auto tok_id = [&](const char* key) {
       const Json& v = src.at(j, path, key);
-      if (!v.is_array() || v.size() != 2 || !v[1].is_number_integer())
-        src.fail(json_path(path, key), "expected [\"token\", id]");
+      if (!v.is_array() || v.size() != 2 || !v[1].is_number_integer() || v[1].get<int64_t>() < 0 ||
+          v[1].get<int64_t>() > INT32_MAX ||
+          (v[1].is_number_unsigned() && v[1].get<uint64_t>() > INT32_MAX))
+        src.fail(json_path(path, key), "expected [\"token\", id] with an id in [0, 2147483647]");
       return v[1].get<int32_t>();
     };
     prefix.push_back(tok_id("cls"));

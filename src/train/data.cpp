@@ -185,7 +185,10 @@ void Batcher::restore_state(const std::string& state) {
            ": resume with the same data, cutoff_len and val_size");
   SF_CHECK(hash == fingerprint(), "the training samples differ from the checkpoint's (same count, ",
            "other tokens): the data file or its tokenisation changed; resume with the same data");
-  SF_CHECK(epoch >= 1 && cursor <= n, "the data position of the checkpoint is out of range");
+  // Epochs beyond 2^40 are no run's (and ++epoch_ must not overflow): a corrupt file.
+  SF_CHECK(epoch >= 1 && epoch < (int64_t(1) << 40) && cursor <= n,
+           "the data position of the checkpoint is out of range (epoch ", epoch, ", sample ",
+           cursor, " of ", n, ")");
   std::vector<size_t> order(n);
   std::vector<bool> seen(n, false);
   for (size_t& i : order) {

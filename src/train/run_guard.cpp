@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -90,15 +91,37 @@ void prepare_output_dir(const TrainConfig& c, bool resuming, std::ostream& log) 
   fs::remove(probe, ec);
 }
 
+double output_bytes_needed(const TrainConfig& c, int64_t parameters, int64_t total_steps,
+                           uint64_t side_bytes) {
+  if (c.no_save || c.output_dir.empty()) return 0;
+  const double p = double(parameters), dtype_bytes = c.save_dtype == "f32" ? 4 : 2;
+  const double per_dir = double(side_bytes) + 65536;
+  double need = p * dtype_bytes + per_dir;  // the final model
+  if (c.save_steps > 0) {
+    // Saves at every save_steps (a stop by signal saves instead of one of them) and at the end.
+    double saves = double(total_steps / c.save_steps) + 1;
+    if (c.save_total_limit > 0) saves = std::min(saves, double(c.save_total_limit) + 1);
+    need += saves * (p * (dtype_bytes + 12) + per_dir);
+  }
+  return need * 1.02;
+}
+
+namespace {
+std::atomic<int64_t> g_free_space_override{-1};
+}  // namespace
+
+void override_free_space_for_test(int64_t bytes) { g_free_space_override = bytes; }
+
 void check_output_space(const fs::path& output, double bytes_needed) {
   std::error_code ec;
-  const fs::space_info s = fs::space(output, ec);
+  fs::space_info s = fs::space(output, ec);
+  if (g_free_space_override >= 0) s.available = uintmax_t(g_free_space_override.load()), ec = {};
   if (ec) return;  // unknown: the writes will say
   const double gib = double(1ull << 30);
   SF_CHECK(double(s.available) >= bytes_needed, "output_dir ", output.string(), " has ",
            double(s.available) / gib, " GiB free, but this run writes about ", bytes_needed / gib,
-           " GiB (the final model, and with save_steps a checkpoint with its fp32 optimizer ",
-           "state): free space or give another output_dir");
+           " GiB (the final model, and with save_steps the checkpoints kept, each with its fp32 ",
+           "optimizer state): free space, lower save_total_limit, or give another output_dir");
 }
 
 SignalGuard::SignalGuard() {

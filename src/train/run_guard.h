@@ -17,9 +17,19 @@ namespace sf {
 // removed); creates it and proves it writable; removes temporaries a killed run left.
 void prepare_output_dir(const TrainConfig& c, bool resuming, std::ostream& log);
 
-// Free space for what the run will write (the final model and, with save_steps, a checkpoint
-// with its fp32 state); `bytes_needed` estimated by the caller.
+// The most the run has on disk in output_dir at once, in bytes: the final model in save_dtype
+// and, with save_steps, the checkpoints that exist together (one per save up to
+// save_total_limit, plus the one being written), each with its fp32 master weights and Adam
+// moments (12 bytes a parameter) beside the weights; `side_bytes` (tokenizer and generation
+// config copies) and 64 KiB of headers, configs and trainer state per directory, plus 2 %.
+double output_bytes_needed(const TrainConfig& c, int64_t parameters, int64_t total_steps,
+                           uint64_t side_bytes);
+
+// Free space for what the run will write (output_bytes_needed), checked before the first step so
+// that a full disk does not discard the training at its first save.
 void check_output_space(const std::filesystem::path& output, double bytes_needed);
+// Tests: the free space check_output_space sees (-1: the file system's).
+void override_free_space_for_test(int64_t bytes);
 
 // While alive, SIGINT and SIGTERM only set a flag (a second one stops at once).
 class SignalGuard {

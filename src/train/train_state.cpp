@@ -1,7 +1,6 @@
 #include "train/train_state.h"
 
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <fstream>
@@ -15,38 +14,13 @@
 #include "model/weights.h"
 #include "train/checkpoint.h"
 #include "train/config_file.h"
-#include "train/options.h"
 
 namespace sf {
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "slideformer-trainer-state-1";
 constexpr const char* kStateFile = "training_state.safetensors";
-constexpr const char* kTrainerStateFile = "trainer_state.json";
-
-// Options that may change between a run and its resume: where things go and how often they are
-// reported, not what is computed.
-const std::set<std::string> kResumeMayChange = {"output_dir",
-                                                "resume_from_checkpoint",
-                                                "overwrite_output_dir",
-                                                "save_steps",
-                                                "save_total_limit",
-                                                "logging_steps",
-                                                "eval_steps",
-                                                "eval_data",
-                                                "per_device_eval_batch_size",
-                                                "window",
-                                                "backend",
-                                                "cache",
-                                                "no_save",
-                                                "save_dtype",
-                                                "report_to",
-                                                "logging_dir",
-                                                "peak_tflops",
-                                                "host_memory",
-                                                "machine_file"};
 
 // Side files a Hugging Face model directory carries besides config.json and the weights.
 const char* const kTokenizerFiles[] = {"tokenizer.json",
@@ -69,6 +43,18 @@ void copy_tokenizer_files(const fs::path& tokenizer_dir, const fs::path& out) {
   for (const char* name : kTokenizerFiles)
     if (fs::is_regular_file(tokenizer_dir / name))
       copy_file_atomic(tokenizer_dir / name, out / name);
+}
+
+uint64_t side_files_bytes(const fs::path& model_dir, const fs::path& tokenizer_dir) {
+  std::error_code ec;
+  uint64_t n = 0;
+  auto add = [&](const fs::path& p) {
+    if (fs::is_regular_file(p, ec)) n += fs::file_size(p, ec);
+  };
+  add(model_dir / "generation_config.json");
+  if (!tokenizer_dir.empty())
+    for (const char* name : kTokenizerFiles) add(tokenizer_dir / name);
+  return n;
 }
 
 void copy_model_side_files(const fs::path& model_dir, const fs::path& tokenizer_dir,
@@ -99,7 +85,7 @@ fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
     write_safetensors_file(tmp / kStateFile, opt_state, DType::kF32);
     copy_model_side_files(src.model_dir, src.tokenizer_dir, tmp);
     nlohmann::ordered_json j;
-    j["format"] = kFormat;
+    j["format"] = kTrainerStateFormat;
     j["global_step"] = state.global_step;
     j["max_steps"] = state.total_steps;
     j["epoch"] = state.epoch;
@@ -126,34 +112,6 @@ fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
   return final_dir;
 }
 
-TrainerState read_trainer_state(const fs::path& dir) {
-  const fs::path state_file = dir / kTrainerStateFile;
-  const std::string text = read_text_file(state_file, "the checkpoint's trainer state");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    SF_FAIL(state_file.string(), ": not valid JSON (truncated or corrupt checkpoint): ",
-            json_error_text(e));
-  }
-  TrainerState st;
-  try {
-    SF_CHECK(j.at("format") == kFormat, state_file.string(), ": format ", j.at("format").dump(),
-             " is not ", kFormat);
-    st.global_step = j.at("global_step").get<int64_t>();
-    st.total_steps = j.at("max_steps").get<int64_t>();
-    st.epoch = j.at("epoch").get<double>();
-    st.batcher = j.at("data_position").get<std::string>();
-    st.config_yaml = j.at("training_args").get<std::string>();
-    SF_CHECK(j.at("optimizer_steps_done").get<int64_t>() == st.global_step && st.global_step >= 1,
-             state_file.string(), ": inconsistent step counts");
-  } catch (const nlohmann::json::exception& e) {
-    SF_FAIL(state_file.string(), ": a field is missing or of the wrong type (", json_error_text(e),
-            "): corrupt checkpoint");
-  }
-  return st;
-}
-
 void load_training_tensors(Engine& engine, const fs::path& dir, int64_t steps) {
   SafetensorsReader reader(dir / kStateFile);
   std::set<std::string> expected;
@@ -177,26 +135,6 @@ void load_training_tensors(Engine& engine, const fs::path& dir, int64_t steps) {
     SF_CHECK(expected.count(n), reader.path().string(), ": tensor ", n,
              " is not part of this model: the checkpoint is of another model");
   engine.set_steps_done(steps);
-}
-
-std::string resume_config_difference(const std::string& saved_yaml, const TrainConfig& now) {
-  YAML::Node saved;
-  try {
-    saved = YAML::Load(saved_yaml);
-  } catch (const YAML::Exception& e) {
-    return str_cat("the saved configuration is not readable (", e.msg, ")");
-  }
-  std::string diff;
-  const TrainConfig defaults;
-  for (const auto& o : train_options()) {
-    if (kResumeMayChange.count(o.name)) continue;
-    // An option added after the checkpoint was written: it had its default then.
-    const std::string was = saved[o.name] ? saved[o.name].as<std::string>() : o.get(defaults);
-    const std::string is = o.get(now);
-    if (was != is)
-      diff += str_cat(diff.empty() ? "" : "; ", o.name, " was '", was, "', now '", is, "'");
-  }
-  return diff;
 }
 
 std::optional<fs::path> find_resume_checkpoint(const TrainConfig& c) {

@@ -1,4 +1,4 @@
-// defines: sf::TrainerState, save_training_checkpoint, load_training_checkpoint,
+// defines: save_training_checkpoint, load_training_tensors (TrainerState: trainer_state_file.h),
 // find_resume_checkpoint, prune_checkpoints — OUTPUT/checkpoint-<step>/: a complete Hugging Face
 // model directory plus everything an exact resume needs (docs/decisions.md, "Checkpoints").
 //
@@ -21,16 +21,9 @@
 #include "core/dtype.h"
 #include "engine/engine.h"
 #include "train/config.h"
+#include "train/trainer_state_file.h"  // TrainerState, read_trainer_state
 
 namespace sf {
-
-struct TrainerState {
-  int64_t global_step = 0;
-  int64_t total_steps = 0;  // of the schedule
-  double epoch = 0;         // fractional, as transformers logs it
-  std::string batcher;      // Batcher::save_state()
-  std::string config_yaml;  // config_to_yaml of the run
-};
 
 struct CheckpointSources {
   std::filesystem::path model_dir;      // config.json, generation_config.json
@@ -44,18 +37,9 @@ std::filesystem::path save_training_checkpoint(Engine& engine, const std::filesy
                                                const CheckpointSources& src,
                                                const TrainerState& state);
 
-// The trainer_state.json of a checkpoint written by save_training_checkpoint (cheap: read first,
-// so a resume that does not fit is refused before the tensors are read). Refuses a truncated or
-// corrupt file, naming it.
-TrainerState read_trainer_state(const std::filesystem::path& dir);
-
 // The checkpoint's master weights and Adam moments into the engine, and its step count. Refuses,
 // naming the tensor, a checkpoint of another model (names, shapes) and a truncated file.
 void load_training_tensors(Engine& engine, const std::filesystem::path& dir, int64_t steps);
-
-// The options of the run that a resume must keep (those that change what is computed), compared
-// between two effective configurations; "" when they agree, else what differs.
-std::string resume_config_difference(const std::string& saved_yaml, const TrainConfig& now);
 
 // resume_from_checkpoint: "" → none; "auto" → OUTPUT/latest when there is one (else none); a
 // directory → that one, which must hold trainer_state.json.
@@ -64,6 +48,10 @@ std::optional<std::filesystem::path> find_resume_checkpoint(const TrainConfig& c
 // Removes the oldest OUTPUT/checkpoint-* beyond `limit` (0: keep all), never `keep`.
 void prune_checkpoints(const std::filesystem::path& output, int64_t limit,
                        const std::filesystem::path& keep);
+
+// The bytes copy_model_side_files writes (the files it would copy that exist).
+uint64_t side_files_bytes(const std::filesystem::path& model_dir,
+                          const std::filesystem::path& tokenizer_dir);
 
 // Copies generation_config.json (from model_dir) and the tokenizer files (from tokenizer_dir)
 // that exist into `out`, each written atomically.

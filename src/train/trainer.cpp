@@ -95,12 +95,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   prepare_output_dir(c, resume.has_value(), log);
   const std::string config_yaml = config_to_yaml(c);
   if (!c.output_dir.empty()) {
-    const double params = double(parameter_count(spec));
-    const double dtype_bytes = c.save_dtype == "f32" ? 4 : 2;
-    const double need = c.no_save ? 0
-                                  : params * dtype_bytes * 1.05 +
-                                        (c.save_steps > 0 ? params * (dtype_bytes + 12) * 1.05 : 0);
-    check_output_space(c.output_dir, need);
+    // The final model at least (the checkpoints are counted once the schedule is known, below).
+    check_output_space(c.output_dir, output_bytes_needed(c, parameter_count(spec), 0, 0));
     write_file_atomic(c.output_dir / "training_args.yaml", config_yaml);
   }
 
@@ -112,6 +108,10 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   const Plan plan = plan_schedule(c, batcher);
   LrSchedule sched{kind, c.lr, plan.warmup, plan.total_steps, c.min_lr_ratio};
   sched.validate();
+  if (!c.output_dir.empty())  // before the engine is built and the first step runs
+    check_output_space(c.output_dir,
+                       output_bytes_needed(c, parameter_count(spec), plan.total_steps,
+                                           side_files_bytes(c.model_dir, data.tokenizer_dir)));
   const std::vector<Batch> eval_batches =
       make_eval_batches(data.eval, c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size);
 

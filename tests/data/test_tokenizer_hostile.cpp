@@ -168,6 +168,30 @@ TEST(TokenizerHostile, VocabularyIdFarBeyondItsSizeIsRefused) {
   EXPECT_HAS(e, "added_tokens[0].id");
 }
 
+// Post-processor ids past int32 used to wrap (4294967297 became id 1: a silently wrong BOS).
+TEST(TokenizerHostile, PostProcessorIdsPastInt32AreRefused) {
+  for (const json& bad : {json(4294967297LL), json(-1), json(18446744073709551615ULL)}) {
+    json tj = tokenizer_json(nullptr);
+    tj["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"special_tokens",
+         {{"<s>",
+           {{"id", "<s>"}, {"ids", json::array({bad})}, {"tokens", json::array({"<s>"})}}}}}};
+    std::string e = load_error(tj.dump());
+    EXPECT_HAS(e, "hostile/tokenizer.json");
+    EXPECT_HAS(e,
+               "at `post_processor.special_tokens.<s>`: ids must be integers in [0, 2147483647]");
+    tj["post_processor"] = {{"type", "BertProcessing"},
+                            {"cls", json::array({"[CLS]", bad})},
+                            {"sep", json::array({"[SEP]", 2})}};
+    e = load_error(tj.dump());
+    EXPECT_HAS(e, "post_processor.cls");
+    EXPECT_HAS(e, "with an id in [0, 2147483647]");
+  }
+}
+
 TEST(TokenizerHostile, FolderInPlaceOfTokenizerJsonNamesIt) {
   const auto dir = std::filesystem::temp_directory_path() / "sf_tok_hostile_folder";
   std::filesystem::remove_all(dir);

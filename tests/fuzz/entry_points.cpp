@@ -12,9 +12,12 @@
 #include "data/dataset.h"
 #include "data/pipeline.h"
 #include "data/tokenizer.h"
+#include "io/safetensors.h"
 #include "model/spec.h"
 #include "model/weights.h"
-#include "io/safetensors.h"
+#include "train/config.h"
+#include "train/data.h"
+#include "train/trainer_state_file.h"
 
 namespace sf::fuzz {
 namespace {
@@ -119,11 +122,35 @@ void run_samples_cache(const uint8_t* data, size_t size) {
   }
 }
 
+// The samples the fuzzed data position is restored onto (corpus/train_state/seed_* carry their
+// fingerprint, so a valid position reaches the order and generator parsing).
+std::vector<Sample> train_state_samples() {
+  std::vector<Sample> s;
+  for (int32_t i = 0; i < 5; ++i) s.push_back(Sample{{1, 2 + i, 3}, {-100, 2 + i, 3}});
+  return s;
+}
+
+void run_train_state(const uint8_t* data, size_t size) {
+  try {
+    const TrainerState st =
+        parse_trainer_state(std::string(text_of(data, size)), "fuzz/trainer_state.json");
+    // What a resume does next: compare the saved configuration, restore the data position.
+    (void)resume_config_difference(st.config_yaml, TrainConfig{});
+    Batcher b(train_state_samples(), 2, true, 7);
+    b.restore_state(st.batcher);
+    for (int i = 0; i < 4; ++i) (void)b.next();
+  } catch (const Error&) {
+  }
+}
+
 const std::vector<Target>& targets() {
-  static const std::vector<Target> t = {
-      {"jinja", run_jinja},           {"dataset", run_dataset},
-      {"tokenizer", run_tokenizer},   {"model_config", run_model_config},
-      {"safetensors", run_safetensors}, {"samples_cache", run_samples_cache}};
+  static const std::vector<Target> t = {{"jinja", run_jinja},
+                                        {"dataset", run_dataset},
+                                        {"tokenizer", run_tokenizer},
+                                        {"model_config", run_model_config},
+                                        {"safetensors", run_safetensors},
+                                        {"samples_cache", run_samples_cache},
+                                        {"train_state", run_train_state}};
   return t;
 }
 

@@ -23,6 +23,7 @@ void run_tokenizer(const uint8_t* data, size_t size);     // tokenizer.json + en
 void run_model_config(const uint8_t* data, size_t size);  // config.json → ModelSpec
 void run_safetensors(const uint8_t* data, size_t size);   // a .safetensors file (header + data)
 void run_samples_cache(const uint8_t* data, size_t size); // a tokenised cache file
+void run_train_state(const uint8_t* data, size_t size);   // a checkpoint's trainer_state.json
 
 const std::vector<Target>& targets();
 

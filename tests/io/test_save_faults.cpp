@@ -92,3 +92,38 @@ TEST(SaveFaults, FullDiskNeverLeavesWeightsWithoutConfig) {
   EXPECT_EQ(failures, 5);  // every budget below the total fails, the last one succeeds
   fs::remove_all(dir);
 }
+
+// A save over a directory that holds a model (the final save of a run into its output_dir, a
+// re-export) that fails at any point leaves that model's files byte for byte as they were.
+TEST(SaveFaults, FailedSaveOverAPreviousModelLeavesItIntact) {
+  const fs::path dir = fresh_dir("over");
+  sf::TinyModelOptions first = tiny();
+  first.seed = 1;
+  sf::write_random_model(dir, first);
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string weights = read(dir / "model.safetensors"), config = read(dir / "config.json");
+  const auto total = int64_t(weights.size() + config.size());
+  sf::TinyModelOptions second = tiny();
+  second.seed = 2;
+  for (int64_t budget : {int64_t(0), int64_t(8), total / 2, total - 600, total - 1}) {
+    sf::inject_write_failure_after(budget);
+    std::string error;
+    try {
+      sf::write_random_model(dir, second);
+    } catch (const sf::Error& e) {
+      error = e.what();
+    }
+    sf::inject_write_failure_after(-1);
+    EXPECT_NE(error.find("No space left on device"), std::string::npos) << budget << ": " << error;
+    EXPECT_EQ(read(dir / "model.safetensors"), weights) << "budget " << budget;
+    EXPECT_EQ(read(dir / "config.json"), config) << "budget " << budget;
+    for (const auto& e : fs::directory_iterator(dir))
+      EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+  sf::write_random_model(dir, second);  // without a failure the new model replaces it
+  EXPECT_NE(read(dir / "model.safetensors"), weights);
+  fs::remove_all(dir);
+}

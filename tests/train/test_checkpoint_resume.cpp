@@ -12,7 +12,10 @@
 
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "model/spec.h"
 #include "train/options.h"
+#include "train/run_guard.h"
+#include "train/train_state.h"
 #include "train/trainer.h"
 #include "train_test_util.h"
 
@@ -176,6 +179,13 @@ TEST(TrainCheckpoint, ResumeThatDoesNotFitIsRefused) {
   write_text(cut / "trainer_state.json",
              "{\"format\": \"slideformer-trainer-state-1\", \"global_step\": \"three\"}");
   e = error_text([&] { run_training(r, log); });
+  EXPECT_NE(e.find("trainer_state.json: \"global_step\" is \"three\", not an integer of 64 bits: "
+                   "corrupt checkpoint"),
+            std::string::npos)
+      << e;
+  write_text(cut / "trainer_state.json",
+             "{\"format\": \"slideformer-trainer-state-1\", \"global_step\": 3}");
+  e = error_text([&] { run_training(r, log); });
   EXPECT_NE(e.find("trainer_state.json: a field is missing or of the wrong type ("),
             std::string::npos)
       << e;
@@ -262,6 +272,111 @@ TEST(TrainCheckpoint, DivergedWeightsAreNeverSaved) {
   EXPECT_NE(e.find("beyond ±1e6"), std::string::npos) << e;
   EXPECT_NE(e.find("lower learning_rate (it is 1e+30)"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(c.output_dir / "model.safetensors"));
+}
+
+// Without save_steps, divergence in the middle of a run stops it at the next step (the engine
+// refuses a non-finite loss), and after the last step the weights are checked before anything is
+// saved: no run exits normally with unusable weights, whichever step diverged.
+TEST(TrainCheckpoint, DivergenceStopsTheRunAndSavesNothing) {
+  const fs::path d = fresh_dir("diverged_mid");
+  TrainConfig c = resumable_config(d);
+  c.steps = 5;
+  c.lr = 1e30f;
+  c.warmup_steps = 0;
+  c.output_dir = d / "out";
+  std::ostringstream log;
+  const std::string e = error_text([&] { run_training(c, log); });
+  // The engine's refusal (a NaN/inf loss or gradient norm) or the trainer's (unusable weights):
+  // either names the learning rate as what to lower.
+  EXPECT_TRUE(e.find("lower the learning rate") != std::string::npos ||
+              e.find("lower learning_rate") != std::string::npos)
+      << e;
+  EXPECT_FALSE(fs::exists(c.output_dir / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(c.output_dir / "latest"));
+}
+
+// The space check counts what the run keeps on disk at once (the final model, the checkpoints
+// save_total_limit keeps plus the one being written, side files), before the first step.
+TEST(TrainCheckpoint, OutputSpaceIsCheckedBeforeTheFirstStep) {
+  const fs::path d = fresh_dir("space");
+  TrainConfig c = resumable_config(d);
+  c.output_dir = d / "out";
+  c.save_steps = 2;
+  c.save_total_limit = 2;
+  std::ostringstream log;
+  const TrainSummary s = run_training(c, log);
+  uint64_t written = 0;
+  for (const auto& e : fs::recursive_directory_iterator(c.output_dir))
+    if (e.is_regular_file()) written += e.file_size();
+  const int64_t params = parameter_count(load_model_spec(c.model_dir));
+  const double need =
+      output_bytes_needed(c, params, s.total_steps, side_files_bytes(c.model_dir, ""));
+  // What stays is the final model and 2 checkpoints; the estimate holds one more checkpoint
+  // (the one being written before the oldest is pruned).
+  EXPECT_GE(need, double(written));
+  EXPECT_LT(need, 3.0 * double(written));
+  c.save_total_limit = 0;  // all 4 checkpoints (2, 4, 6, 8, 9: 5 saves) are kept
+  EXPECT_GT(output_bytes_needed(c, params, s.total_steps, 0), need);
+  c.no_save = true;
+  EXPECT_EQ(output_bytes_needed(c, params, s.total_steps, 0), 0.0);
+  c.no_save = false;
+  c.save_total_limit = 2;
+
+  // A disk with one byte less than that: refused before any step, naming the directory.
+  c.output_dir = d / "full";
+  override_free_space_for_test(int64_t(need) - 1);
+  std::ostringstream flog;
+  const std::string e = error_text([&] { run_training(c, flog); });
+  override_free_space_for_test(-1);
+  EXPECT_NE(e.find("output_dir " + c.output_dir.string() + " has "), std::string::npos) << e;
+  EXPECT_NE(e.find("GiB free, but this run writes about"), std::string::npos) << e;
+  EXPECT_NE(e.find("lower save_total_limit"), std::string::npos) << e;
+  EXPECT_EQ(flog.str().find("step 1"), std::string::npos) << flog.str();
+  EXPECT_FALSE(fs::exists(c.output_dir / "metrics.jsonl"));
+}
+
+// A run killed while saving leaves OUTPUT/.checkpoint-<step>.tmp-<pid>/ (up to a checkpoint's
+// size); the next run into that directory removes it before its first step, and keeps the
+// complete checkpoints it resumes from.
+TEST(TrainCheckpoint, StaleCheckpointTemporariesAreRemovedByTheNextRun) {
+  const fs::path d = fresh_dir("stale_ck");
+  TrainConfig c = resumable_config(d);
+  c.output_dir = d / "out";
+  c.steps = 4;
+  c.save_steps = 2;
+  std::ostringstream log;
+  run_training(c, log);
+  const fs::path stale = c.output_dir / ".checkpoint-4.tmp-999999";
+  fs::create_directories(stale);
+  write_text(stale / "model.safetensors", std::string(4096, 'x'));
+  fs::remove_all(c.output_dir / "checkpoint-4");
+  write_text(c.output_dir / "latest", "checkpoint-2\n");
+  c.resume_from_checkpoint = "auto";
+  std::ostringstream rlog;
+  const TrainSummary s = run_training(c, rlog);
+  EXPECT_NE(rlog.str().find("resumed from " + (c.output_dir / "checkpoint-2").string()),
+            std::string::npos)
+      << rlog.str();
+  EXPECT_EQ(s.steps, 4);
+  EXPECT_FALSE(fs::exists(stale));
+  for (const auto& e : fs::directory_iterator(c.output_dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+// An output directory that exists but cannot be written (/proc/self, even for root) is refused
+// before the first step, not at the first save.
+TEST(TrainCheckpoint, UnwritableOutputDirectoryIsRefusedBeforeTheFirstStep) {
+  const fs::path d = fresh_dir("unwritable");
+  TrainConfig c = resumable_config(d);
+  c.output_dir = "/proc/self";
+  std::ostringstream log;
+  std::string e = error_text([&] { run_training(c, log); });
+  EXPECT_NE(e.find("output_dir /proc/self is not writable"), std::string::npos) << e;
+  EXPECT_NE(e.find("give a writable output_dir"), std::string::npos) << e;
+  c.output_dir = "/proc/self/sf_out";
+  e = error_text([&] { run_training(c, log); });
+  EXPECT_NE(e.find("output_dir /proc/self/sf_out cannot be created"), std::string::npos) << e;
+  EXPECT_EQ(log.str().find("step 1"), std::string::npos) << log.str();
 }
 
 // A checkpoint write that fails part-way (a file-size limit: EFBIG; then ENOSPC at several

@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "data/tokenizer.h"
 #include "engine/engine.h"
+#include "io/safetensors.h"
 #include "model/spec.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -206,6 +207,38 @@ TEST(Generate, BadRequestsAreRefused) {
               load_decoder(*be, model, small);
             }).find("shorten the prompt or --max-new-tokens"),
             std::string::npos);
+}
+
+// A final-norm weight of 3.4e38 (finite, loadable) overflows the forward: generate refuses the
+// non-finite logits, naming the position, instead of sampling from NaN (issue 14).
+TEST(Generate, NonFiniteLogitsAreRefused) {
+  const fs::path model = random_model(fresh_dir("generate_nan"), "llama");
+  {
+    SafetensorsReader r(model);
+    std::vector<std::vector<float>> keep;
+    std::vector<TensorToWrite> all;
+    for (const auto& n : r.names()) {
+      size_t count = 1;
+      for (int64_t s : r.get(n).shape) count *= size_t(s);
+      keep.emplace_back(count);
+      r.read_f32(n, keep.back().data(), count);
+      if (n == "model.norm.weight")
+        for (float& w : keep.back()) w = 3.4e38f;
+    }
+    size_t i = 0;
+    for (const auto& n : r.names()) all.push_back({n, r.get(n).shape, keep[i++].data()});
+    write_safetensors_file(model / "model.safetensors.new", all, DType::kF32);
+  }
+  fs::rename(model / "model.safetensors.new", model / "model.safetensors");
+  auto be = make_cpu_backend();
+  DecoderOptions dopt;
+  dopt.max_tokens = 8;
+  auto dec = load_decoder(*be, model, dopt);
+  GenerateOptions o;
+  o.max_new_tokens = 2;
+  const std::string e = error_text([&] { generate_tokens(*dec, {1, 2, 3}, o); });
+  EXPECT_NE(e.find("generate: the logits at position 2 are not finite"), std::string::npos) << e;
+  EXPECT_NE(e.find("the model's weights overflow"), std::string::npos) << e;
 }
 
 // `slideformer ARGS`: stdout alone, or with stderr after it.

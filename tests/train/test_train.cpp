@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "data/pipeline.h"
+#include "engine/host_check.h"
 #include "io/safetensors.h"
 #include "model/init.h"
 #include "train/checkpoint.h"
@@ -269,6 +270,31 @@ TEST(Train, ModelLargerThanHostMemoryIsRefused) {
   EXPECT_NE(e.find("not enough host memory for this run"), std::string::npos) << e;
   EXPECT_NE(e.find("GiB (available"), std::string::npos) << e;
   EXPECT_NE(e.find("126 layers"), std::string::npos) << e;
+}
+
+// The host check counts what the process itself holds (its heap: data, tokenizer, a checkpoint
+// being read) besides the plan's pinned total and the margin, and its refusal says each part
+// (issue 14: a check that counted the plan alone passed, then the OOM killer ended the run).
+TEST(Train, HostCheckCountsTheProcessAndSaysWhatItCounted) {
+  EnginePlan plan;
+  plan.host.state = uint64_t(3) << 30;
+  const HostCheck before = check_host(plan, uint64_t(1) << 20, /*also_available=*/false);
+  std::vector<char> heap(size_t(256) << 20);
+  for (size_t i = 0; i < heap.size(); i += 4096) heap[i] = char(i);  // resident
+  // The allocation is not elided.
+  volatile const char* keep = heap.data();
+  (void)keep;
+  const HostCheck after = check_host(plan, uint64_t(1) << 20, /*also_available=*/false);
+  EXPECT_GE(after.held, before.held + (uint64_t(200) << 20)) << "the heap is counted";
+  EXPECT_EQ(after.pinned, uint64_t(3) << 30);
+  EXPECT_GE(after.margin, uint64_t(2) << 30);  // driver, libraries, a checkpoint being written
+  EXPECT_EQ(after.need(), after.pinned + after.held + after.margin);
+  EXPECT_FALSE(after.fits());
+  const std::string e = after.refusal(plan);
+  for (const char* part :
+       {"not enough host memory for this run: it needs", "for the engine",
+        "this process already holds (data, tokenizer)", "and a margin of", "(--host-memory)"})
+    EXPECT_NE(e.find(part), std::string::npos) << part << "\n" << e;
 }
 
 // A checkpoint whose tensor has an integer dtype, written byte by byte per the safetensors format.

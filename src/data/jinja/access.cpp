@@ -123,8 +123,12 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (ints) return Value(checked(add, x, y));
     if (nums) return Value(a.as_double() + b.as_double());
-    if (a.is_string() && b.is_string()) return Value(a.str() + b.str());  // sizes: eval()
+    if (a.is_string() && b.is_string()) {
+      check_value_bytes(a.str().size() + b.str().size(), "the concatenation");
+      return Value(a.str() + b.str());
+    }
     if (a.is_sequence() && a.kind() == b.kind()) {
+      check_value_bytes(value_bytes(a) + value_bytes(b), "the concatenation");
       List l = a.items();
       l.insert(l.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(l), a.kind() == Value::Kind::kTuple);
@@ -147,18 +151,24 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if ((seq->is_string() || seq->is_sequence()) &&
         (cnt->kind() == Value::Kind::kInt || cnt->kind() == Value::Kind::kBool)) {
       int64_t times = std::max<int64_t>(0, cnt->as_int());
-      size_t unit = seq->is_string() ? seq->str().size() : seq->items().size();
+      // A list's unit is what copying its elements costs (their strings are copied too).
+      size_t unit = seq->is_string() ? seq->str().size() : value_bytes(*seq);
       if (unit == 0 || times == 0) return seq->is_string() ? Value("") : Value::list({}, seq->kind() == Value::Kind::kTuple);
       if (static_cast<uint64_t>(times) > kMaxStringBytes / unit)
         throw LinelessError(sf::str_cat("repetition too large: ", unit, " x ", times,
                                         " exceeds the limit of ", kMaxStringBytes,
-                                        " bytes (or items) per value (jinja/limits.h)"));
-      if (seq->is_string()) {
+                                        " bytes (kMaxStringBytes in src/data/jinja/limits.h)"));
+      if (seq->is_string()) {  // by doubling: O(log n) appends (2-byte appends took seconds)
+        const size_t total = unit * size_t(times);
         std::string o;
-        for (int64_t i = 0; i < times; ++i) o += seq->str();
-        return Value(o);
+        o.reserve(total);
+        o = seq->str();
+        while (o.size() * 2 <= total) o.append(o.data(), o.size());  // reserved: no realloc
+        o.append(o.data(), total - o.size());
+        return Value(std::move(o));
       }
       List l;
+      l.reserve(seq->items().size() * size_t(times));
       for (int64_t i = 0; i < times; ++i)
         l.insert(l.end(), seq->items().begin(), seq->items().end());
       return Value::list(std::move(l), seq->kind() == Value::Kind::kTuple);
@@ -269,6 +279,7 @@ void dump(const Value& v, const JsonOptions& o, const std::string& ind, bool pre
   std::string item_sep = o.item_sep.empty() ? (pretty ? "," : ", ") : o.item_sep;
   std::string key_sep = o.key_sep.empty() ? ": " : o.key_sep;
   auto newline = [&](int lvl) {
+    check_value_bytes(out.size(), "the result of tojson");
     if (!pretty) return;
     out += "\n";
     for (int i = 0; i < lvl; ++i) out += ind;

@@ -167,6 +167,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       for (const auto& e : v.iterate()) {
         o += (first ? "" : sep) + (attribute.is_undefined() ? e : attr_path(e, attribute)).to_str();
         first = false;
+        check_value_bytes(o.size(), "the result of join");
       }
       return Value(o);
     };
@@ -280,6 +281,23 @@ const std::unordered_map<std::string, FilterFn>& filters() {
     m["sum"] = [](const Value& v, CallArgs& a) {
       Value attribute = a.get(0, "attribute");
       Value total = a.get(1, "start", Value(0));
+      if (total.is_string())  // Python: "sum() can't sum strings [use ''.join(seq) instead]"
+        throw LinelessError("sum() can't sum strings [use ''.join(seq) instead]");
+      if (total.is_sequence()) {  // lists: appended in place (a + per element would be O(n²))
+        List acc = total.items();
+        size_t bytes = value_bytes(total);
+        for (const auto& e : v.iterate()) {
+          const Value x = attribute.is_undefined() ? e : attr_path(e, attribute);
+          if (x.kind() != total.kind()) {
+            (void)binary_op("+", total, x);  // throws Python's TypeError wording
+            throw LinelessError("sum: can only add lists to lists, tuples to tuples");
+          }
+          bytes += value_bytes(x);
+          check_value_bytes(bytes, "the result of sum");
+          acc.insert(acc.end(), x.items().begin(), x.items().end());
+        }
+        return Value::list(std::move(acc), total.kind() == Value::Kind::kTuple);
+      }
       for (const auto& e : v.iterate())
         total = binary_op("+", total, attribute.is_undefined() ? e : attr_path(e, attribute));
       return total;
@@ -346,6 +364,7 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       for (size_t i = 0; i < lines.size(); ++i) {
         if (i) rv += "\n" + ((blank || !lines[i].empty()) ? ind : "");
         rv += lines[i];
+        check_value_bytes(rv.size(), "the result of indent");
       }
       return Value(first ? ind + rv : rv);
     };

@@ -328,7 +328,7 @@ Value Interpreter::eval(const Node& n) {
   }
   size_t size = v.is_string() ? v.str().size() : v.is_sequence() ? v.items().size() : 0;
   step(n.line, v.is_sequence() ? size * 64 : size);  // a list element costs as 64 bytes
-  check_size(n.line, size, "a value");
+  check_size(n.line, v.is_string() ? size : value_bytes(v), "a value");
   return v;
 }
 

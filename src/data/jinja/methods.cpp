@@ -103,6 +103,7 @@ Value str_method(const std::string& s, const std::string& name, CallArgs& a) {
         throw LinelessError("sequence item: expected str instance, " + e.type_name() + " found");
       o += (first ? "" : s) + e.str();
       first = false;
+      check_value_bytes(o.size(), "the result of join");
     }
     return Value(o);
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "data/jinja/value.h"  // check_value_bytes
 
 namespace sf::jinja::text {
 
@@ -131,6 +132,7 @@ std::string replace(const std::string& s, const std::string& old, const std::str
         ++done;
       }
       if (i < cps.size()) out += encode(cps[i]);
+      check_value_bytes(out.size(), "the result of replace");
     }
     return out;
   }
@@ -143,6 +145,7 @@ std::string replace(const std::string& s, const std::string& old, const std::str
     out += repl;
     pos = f + old.size();
     ++done;
+    check_value_bytes(out.size(), "the result of replace");
   }
   out.append(s, pos, std::string::npos);
   return out;
@@ -295,9 +298,12 @@ std::string string_repr(const std::string& s) {
   bool has_sq = s.find('\'') != std::string::npos, has_dq = s.find('"') != std::string::npos;
   char q = has_sq && !has_dq ? '"' : '\'';
   std::string o(1, q);
+  o.reserve(s.size() + 2);
   char buf[16];
   for (char32_t c : decode(s)) {
-    if (c == '\\')
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != static_cast<char32_t>(q))
+      o += static_cast<char>(c);  // printable ASCII, the common case: as is
+    else if (c == '\\')
       o += "\\\\";
     else if (c == static_cast<char32_t>(q))
       o += std::string("\\") + q;

@@ -228,6 +228,25 @@ const Value& Value::require_defined() const {
   return *this;
 }
 
+size_t value_bytes(const Value& v) {
+  auto shallow = [](const Value& e) {
+    return sizeof(Value) + (e.is_string() ? e.str().size() : 0);
+  };
+  if (v.is_string()) return v.str().size();
+  size_t n = 0;
+  if (v.is_sequence())
+    for (const Value& e : v.items()) n += shallow(e);
+  else if (v.kind() == Value::Kind::kDict)
+    for (const auto& [k, e] : v.dict().entries) n += shallow(k) + shallow(e);
+  return n;
+}
+
+void check_value_bytes(size_t bytes, const char* what) {
+  if (bytes > kMaxStringBytes)
+    throw LinelessError(sf::str_cat(what, " would be larger than ", kMaxStringBytes,
+                                    " bytes (kMaxStringBytes in src/data/jinja/limits.h)"));
+}
+
 List Value::iterate() const {
   switch (kind_) {
     case Kind::kUndefined:
@@ -242,7 +261,13 @@ List Value::iterate() const {
     }
     case Kind::kString: {
       List chars;
-      for (char32_t c : text::decode(s_)) chars.emplace_back(text::encode(c));
+      // Checked before decoding (code points counted without allocating), and after.
+      check_value_bytes(text::length(s_) * (sizeof(Value) + 4),
+                        "the characters of a string, as a list");
+      const std::vector<char32_t> cps = text::decode(s_);
+      check_value_bytes(cps.size() * (sizeof(Value) + 4), "the characters of a string, as a list");
+      chars.reserve(cps.size());
+      for (char32_t c : cps) chars.emplace_back(text::encode(c));
       return chars;
     }
     default:

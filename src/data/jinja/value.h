@@ -138,6 +138,16 @@ struct CallArgs {
   void check(const std::string& fn, size_t max_pos, const std::vector<std::string>& kw_names) const;
 };
 
+// What a value holds, in bytes: a string's bytes; for a list, tuple or dict, sizeof(Value) per
+// element plus the bytes of the strings among its elements (one level: deeper values are shared
+// by no one, but are each bounded when built). What copying it costs, so a value is checked
+// against kMaxStringBytes *before* an operation builds it (repetition, concatenation).
+size_t value_bytes(const Value& v);
+// Throws LinelessError when `bytes` is past kMaxStringBytes (src/data/jinja/limits.h), naming
+// `what` ("the result of replace", ...): called while a string or list is built, so the work and
+// memory of building an oversized value stop at the limit.
+void check_value_bytes(size_t bytes, const char* what);
+
 bool equals(const Value& a, const Value& b);                  // Python ==
 int compare(const Value& a, const Value& b, const char* op);  // <0, 0, >0; throws on mixed types
 
