@@ -122,10 +122,22 @@ void UpdateWorker::update_unit(int u, int64_t step, float lr, float clip) {
   AdamWParams hp = hp_;
   hp.lr = lr;
   const double t0 = trace_ ? Trace::now_us() : 0;
-  adamw_step(h.master, h.m, h.v, h.grad, grad_dtype_, h.layout.numel, step, hp, clip);
+  check_finite(u, step,
+               adamw_step(h.master, h.m, h.v, h.grad, grad_dtype_, h.layout.numel, step, hp, clip),
+               lr);
   if (trace_)
     trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(u) + " (clipped)",
                       t0, Trace::now_us(), uint64_t(h.layout.numel), step);
+}
+
+void UpdateWorker::check_finite(int u, int64_t step, int64_t bad, float lr) const {
+  if (bad == 0) return;
+  const UnitLayout& l = units_[size_t(u)]->layout;
+  SF_FAIL("step ", step, ": the AdamW update of unit ", u, " (",
+          l.entries.empty() ? std::string("?") : l.entries.front().desc.name,
+          l.entries.size() > 1 ? ", …" : "", ") left ", bad,
+          " weights non-finite (inf or NaN): the run diverged; lower learning_rate (it is ", lr,
+          ") or check the data. Nothing of this step was saved");
 }
 
 void UpdateWorker::update_tile(const Held& job, int64_t offset, int64_t count) {
@@ -134,8 +146,10 @@ void UpdateWorker::update_tile(const Held& job, int64_t offset, int64_t count) {
   hp.lr = job.lr;
   const double t0 = trace_ ? Trace::now_us() : 0;
   const void* g = static_cast<const char*>(h.grad) + size_t(offset) * dtype_size(grad_dtype_);
-  adamw_step(h.master + offset, h.m + offset, h.v + offset, g, grad_dtype_, count, job.step, hp,
-             1.0f);
+  check_finite(job.unit, job.step,
+               adamw_step(h.master + offset, h.m + offset, h.v + offset, g, grad_dtype_, count,
+                          job.step, hp, 1.0f),
+               job.lr);
   if (trace_)
     trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(job.unit) + " (held)",
                       t0, Trace::now_us(), uint64_t(count), job.step);
@@ -228,8 +242,10 @@ void UpdateWorker::consume(Piece& p) {
   } else if (!clipping) {
     AdamWParams hp = hp_;
     hp.lr = lr;
-    adamw_step(h.master + p.offset, h.m + p.offset, h.v + p.offset, p.grad, grad_dtype_, p.count,
-               step, hp, 1.0f);
+    check_finite(p.unit, step,
+                 adamw_step(h.master + p.offset, h.m + p.offset, h.v + p.offset, p.grad,
+                            grad_dtype_, p.count, step, hp, 1.0f),
+                 lr);
     if (trace_)
       trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(p.unit), t0,
                         Trace::now_us(), uint64_t(p.count), step);

@@ -78,6 +78,9 @@ class UpdateWorker {
   void loop();
   void consume(Piece& p);
   void update_tile(const Held& job, int64_t offset, int64_t count);
+  // Throws, naming the unit, the step and what to do, where an update left `bad` (> 0) weights
+  // non-finite (adamw_step's count).
+  void check_finite(int u, int64_t step, int64_t bad, float lr) const;
   void update_unit(int u, int64_t step, float lr, float clip);
   void rethrow_locked();
 

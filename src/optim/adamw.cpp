@@ -16,6 +16,7 @@
 #include "optim/adamw.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -192,6 +193,55 @@ RangeFn pick_range_fn(OptimIsa isa) {
   }
 }
 
+// Elements whose exponent bits are all ones (inf or NaN), per instruction set: run on the tile the
+// update just wrote, so it reads from cache.
+int64_t count_nonfinite_scalar(const float* p, int64_t n) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + i, 4);
+    bad += (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad;
+}
+
+#if SF_OPTIM_X86
+SF_TARGET_AVX512 int64_t count_nonfinite_avx512(const float* p, int64_t n) {
+  const __m512i exp = _mm512_set1_epi32(0x7f800000);
+  int64_t bad = 0, i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i b = _mm512_and_si512(_mm512_loadu_si512(p + i), exp);
+    bad += __builtin_popcount(unsigned(_mm512_cmpeq_epi32_mask(b, exp)));
+  }
+  return bad + count_nonfinite_scalar(p + i, n - i);
+}
+
+SF_TARGET_AVX2 int64_t count_nonfinite_avx2(const float* p, int64_t n) {
+  const __m256i exp = _mm256_set1_epi32(0x7f800000);
+  int64_t bad = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i b = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), exp);
+    bad += __builtin_popcount(
+        unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(b, exp)))));
+  }
+  return bad + count_nonfinite_scalar(p + i, n - i);
+}
+#endif
+
+using CountFn = int64_t (*)(const float*, int64_t);
+CountFn pick_count_fn(OptimIsa isa) {
+  switch (isa) {
+#if SF_OPTIM_X86
+    case OptimIsa::kAvx512:
+      return &count_nonfinite_avx512;
+    case OptimIsa::kAvx2:
+      return &count_nonfinite_avx2;
+#endif
+    default:
+      return &count_nonfinite_scalar;
+  }
+}
+
 void check_args(const float* p, const float* m, const float* v, const void* g, DType g_dtype,
                 int64_t n) {
   SF_CHECK(n >= 0, "adamw_step: negative parameter count ", n);
@@ -245,9 +295,9 @@ void adamw_step_reference(float* p, float* m, float* v, const void* g, DType g_d
   adamw_range_scalar(p, m, v, g, g_dtype, 0, n, k, p_bf16);
 }
 
-void adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
-                DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
-                uint16_t* p_bf16) {
+int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
+                   DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
+                   uint16_t* p_bf16) {
   check_args(p, m, v, g, g_dtype, n);
   SF_CHECK(optim_isa_supported(isa), "adamw_step: this CPU lacks the ", optim_isa_name(isa),
            " instructions; use optim_best_isa()");
@@ -255,17 +305,25 @@ void adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, co
   const bool bf16 = g_dtype == DType::kBF16;
   RangeFn fn = bf16 ? (p_bf16 ? pick_range_fn<true, true>(isa) : pick_range_fn<true, false>(isa))
                     : (p_bf16 ? pick_range_fn<false, true>(isa) : pick_range_fn<false, false>(isa));
+  const CountFn count_nonfinite = pick_count_fn(isa);
   const int64_t tiles = (n + kTile - 1) / kTile;
+  std::atomic<int64_t> nonfinite{0};
   pool.parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      fn(p, m, v, g, t * kTile, std::min(n, (t + 1) * kTile), k, p_bf16);
+    int64_t bad = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t * kTile, e = std::min(n, (t + 1) * kTile);
+      fn(p, m, v, g, b, e, k, p_bf16);
+      bad += count_nonfinite(p + b, e - b);  // the tile just written: read from cache
+    }
+    if (bad) nonfinite += bad;
   });
+  return nonfinite.load();
 }
 
-void adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n, int64_t step,
-                const AdamWParams& hp, float grad_scale, uint16_t* p_bf16) {
-  adamw_step(optim_best_isa(), ThreadPool::global(), p, m, v, g, g_dtype, n, step, hp, grad_scale,
-             p_bf16);
+int64_t adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
+                   int64_t step, const AdamWParams& hp, float grad_scale, uint16_t* p_bf16) {
+  return adamw_step(optim_best_isa(), ThreadPool::global(), p, m, v, g, g_dtype, n, step, hp,
+                    grad_scale, p_bf16);
 }
 
 }  // namespace sf

@@ -22,9 +22,11 @@ struct AdamWParams {
 // multiplied by grad_scale (the clip factor) first. `step` is 1-based (the value torch's state
 // "step" has after its increment). If p_bf16 is non-null, the updated p is also written there
 // as bf16 (round to nearest even), ready for the next host-to-device copy.
-// Bit-exact with adamw_step_reference on every path and thread count.
-void adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n, int64_t step,
-                const AdamWParams& hp, float grad_scale, uint16_t* p_bf16 = nullptr);
+// Bit-exact with adamw_step_reference on every path and thread count. Returns how many of the
+// updated p are not finite (inf or NaN), counted tile by tile as each is written (from cache).
+int64_t adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
+                   int64_t step, const AdamWParams& hp, float grad_scale,
+                   uint16_t* p_bf16 = nullptr);
 
 // The same step as plain scalar code, one thread: the specification the fast path is tested
 // against. Per element, in fp32 and in this order (torch's kernels):
@@ -64,9 +66,9 @@ bool optim_isa_supported(OptimIsa isa);
 OptimIsa optim_best_isa();
 std::string_view optim_isa_name(OptimIsa isa);
 
-void adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
-                DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
-                uint16_t* p_bf16 = nullptr);
+int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
+                   DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
+                   uint16_t* p_bf16 = nullptr);
 double sum_squares(OptimIsa isa, ThreadPool& pool, const void* g, DType g_dtype, int64_t n);
 
 }  // namespace sf

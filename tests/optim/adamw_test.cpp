@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -298,6 +299,45 @@ TEST(AdamW, AdamWThroughput) {
   const double s4 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t4).count();
   std::printf("[ adamw    ] n=%lld isa=scalar threads=%d: %.3f s/step, %.1f Mparams/s\n",
               (long long)n, ThreadPool::global().size(), s4, n / s4 / 1e6);
+}
+
+}  // namespace
+}  // namespace sf
+
+namespace sf {
+namespace {
+
+// The step counts the weights it leaves non-finite (issue 14: weights finite after every update),
+// on every path and thread count, tails included: an overflow to inf (p = 3.4e38 plus a step of
+// lr = 1e37) and a NaN gradient; finite updates count nothing.
+TEST(AdamW, CountsTheWeightsItLeavesNonFinite) {
+  const int64_t n = 1000 + 13;
+  AdamWParams hp{1e37f, 0.9f, 0.999f, 1e-8f, 0.0f};
+  for (OptimIsa isa : {OptimIsa::kScalar, OptimIsa::kAvx2, OptimIsa::kAvx512}) {
+    if (!optim_isa_supported(isa)) continue;
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> p(size_t(n), 0.5f), m(size_t(n), 0.0f), v(size_t(n), 0.0f);
+      std::vector<float> g(size_t(n), -1.0f);  // step 1: p += lr
+      int64_t want = 0;
+      for (int64_t i = 0; i < n; i += 97, ++want) p[size_t(i)] = 3.4e38f;
+      g[size_t(n - 1)] = std::numeric_limits<float>::quiet_NaN();
+      ++want;
+      EXPECT_EQ(adamw_step(isa, pool, p.data(), m.data(), v.data(), g.data(), DType::kF32, n, 1,
+                           hp, 1.0f),
+                want)
+          << optim_isa_name(isa) << " threads " << threads;
+      hp.lr = 1e-3f;
+      std::fill(p.begin(), p.end(), 0.5f);
+      std::fill(m.begin(), m.end(), 0.0f);
+      std::fill(v.begin(), v.end(), 0.0f);
+      std::fill(g.begin(), g.end(), -1.0f);
+      EXPECT_EQ(adamw_step(isa, pool, p.data(), m.data(), v.data(), g.data(), DType::kF32, n, 2,
+                           hp, 1.0f),
+                0);
+      hp.lr = 1e37f;
+    }
+  }
 }
 
 }  // namespace
