@@ -117,17 +117,18 @@ void UpdateWorker::reset_steps(int64_t steps) {
   std::fill(updated_step_.begin(), updated_step_.end(), steps);
 }
 
-void UpdateWorker::update_unit(int u, int64_t step, float lr, float clip) {
-  UnitState& h = *units_[size_t(u)];
+void UpdateWorker::update_range(int u, int64_t offset, int64_t count, const void* grad,
+                                int64_t step, float lr, float clip, const char* kind, double t0) {
+  const UnitState& h = *units_[size_t(u)];
   AdamWParams hp = hp_;
   hp.lr = lr;
-  const double t0 = trace_ ? Trace::now_us() : 0;
   check_finite(u, step,
-               adamw_step(h.master, h.m, h.v, h.grad, grad_dtype_, h.layout.numel, step, hp, clip),
+               adamw_step(h.master + offset, h.m + offset, h.v + offset, grad, grad_dtype_, count,
+                          step, hp, clip),
                lr);
   if (trace_)
-    trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(u) + " (clipped)",
-                      t0, Trace::now_us(), uint64_t(h.layout.numel), step);
+    trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(u) + kind, t0,
+                      Trace::now_us(), uint64_t(count), step);
 }
 
 void UpdateWorker::check_finite(int u, int64_t step, int64_t bad, float lr) const {
@@ -138,21 +139,6 @@ void UpdateWorker::check_finite(int u, int64_t step, int64_t bad, float lr) cons
           l.entries.size() > 1 ? ", …" : "", ") left ", bad,
           " weights non-finite (inf or NaN): the run diverged; lower learning_rate (it is ", lr,
           ") or check the data. Nothing of this step was saved");
-}
-
-void UpdateWorker::update_tile(const Held& job, int64_t offset, int64_t count) {
-  const UnitState& h = *units_[size_t(job.unit)];
-  AdamWParams hp = hp_;
-  hp.lr = job.lr;
-  const double t0 = trace_ ? Trace::now_us() : 0;
-  const void* g = static_cast<const char*>(h.grad) + size_t(offset) * dtype_size(grad_dtype_);
-  check_finite(job.unit, job.step,
-               adamw_step(h.master + offset, h.m + offset, h.v + offset, g, grad_dtype_, count,
-                          job.step, hp, 1.0f),
-               job.lr);
-  if (trace_)
-    trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(job.unit) + " (held)",
-                      t0, Trace::now_us(), uint64_t(count), job.step);
 }
 
 void UpdateWorker::loop() {
@@ -181,7 +167,10 @@ void UpdateWorker::loop() {
     }
     try {
       if (job) {
-        update_tile(*job, offset, count);
+        const UnitState& h = *units_[size_t(job->unit)];
+        update_range(job->unit, offset, count,
+                     static_cast<const char*>(h.grad) + size_t(offset) * dtype_size(grad_dtype_),
+                     job->step, job->lr, 1.0f, " (held)", trace_ ? Trace::now_us() : 0);
         if (last) {
           std::lock_guard<std::mutex> lk(mu_);
           updated_step_[size_t(job->unit)] = job->step;
@@ -240,15 +229,7 @@ void UpdateWorker::consume(Piece& p) {
                                   [](const Held& a, const Held& b) { return a.unit < b.unit; }),
                  job);
   } else if (!clipping) {
-    AdamWParams hp = hp_;
-    hp.lr = lr;
-    check_finite(p.unit, step,
-                 adamw_step(h.master + p.offset, h.m + p.offset, h.v + p.offset, p.grad,
-                            grad_dtype_, p.count, step, hp, 1.0f),
-                 lr);
-    if (trace_)
-      trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(p.unit), t0,
-                        Trace::now_us(), uint64_t(p.count), step);
+    update_range(p.unit, p.offset, p.count, p.grad, step, lr, 1.0f, "", t0);
     if (unit_done) {
       std::lock_guard<std::mutex> lk(mu_);
       updated_step_[size_t(p.unit)] = step;
@@ -269,7 +250,8 @@ void UpdateWorker::consume(Piece& p) {
       const float clip = clip_factor(norm, max_grad_norm_);
       for (int k = 0; k < n; ++k) {
         if (units_[size_t(k)]->on_device) continue;  // the engine updates it on the device
-        update_unit(k, step, lr, clip);
+        update_range(k, 0, units_[size_t(k)]->layout.numel, units_[size_t(k)]->grad, step, lr,
+                     clip, " (clipped)", trace_ ? Trace::now_us() : 0);
         {
           std::lock_guard<std::mutex> lk(mu_);
           updated_step_[size_t(k)] = step;

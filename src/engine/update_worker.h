@@ -77,11 +77,13 @@ class UpdateWorker {
   };
   void loop();
   void consume(Piece& p);
-  void update_tile(const Held& job, int64_t offset, int64_t count);
+  // AdamW on elements [offset, offset + count) of unit u from `grad` (the ring piece, the held
+  // or the clipped unit's host gradient), checked finite; traced from t0.
+  void update_range(int u, int64_t offset, int64_t count, const void* grad, int64_t step,
+                    float lr, float clip, const char* kind, double t0);
   // Throws, naming the unit, the step and what to do, where an update left `bad` (> 0) weights
   // non-finite (adamw_step's count).
   void check_finite(int u, int64_t step, int64_t bad, float lr) const;
-  void update_unit(int u, int64_t step, float lr, float clip);
   void rethrow_locked();
 
   std::vector<UnitState*> units_;

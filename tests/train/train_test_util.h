@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "data/pipeline.h"
+#include "io/safetensors.h"
 #include "model/init.h"
 
 namespace sf::testing {
@@ -38,13 +39,14 @@ inline std::string read_text(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-// A random one-layer model of `arch` (hidden 32) with a real tokenizer's vocabulary `vocab`
-// (151936: Qwen2.5's and Qwen3's embedding rows), in `dir`.
-inline fs::path tiny_arch_model(const fs::path& dir, const std::string& arch, int64_t vocab) {
+// A random model of `arch` (hidden 32, `layers` layers) with the vocabulary `vocab` (151936:
+// Qwen2.5's and Qwen3's embedding rows), in `dir`.
+inline fs::path tiny_arch_model(const fs::path& dir, const std::string& arch, int64_t vocab,
+                                int layers = 1) {
   TinyModelOptions o;
   o.arch = arch;
   o.hidden = 32;
-  o.layers = 1;
+  o.layers = layers;
   o.heads = 2;
   o.kv_heads = 1;
   o.intermediate = 64;
@@ -53,17 +55,30 @@ inline fs::path tiny_arch_model(const fs::path& dir, const std::string& arch, in
   return dir;
 }
 
-// A random Llama-style model of 2 layers, hidden 32, vocabulary `vocab`, in dir/model.
+// Rewrites the model in `model_dir` (one model.safetensors, F32) with every value of tensor
+// `name` set to `value` (e.g. 3.4e38: finite, loadable, overflowing the forward).
+inline void set_tensor(const fs::path& model_dir, const std::string& name, float value) {
+  {
+    SafetensorsReader r(model_dir);
+    std::vector<std::vector<float>> keep;
+    std::vector<TensorToWrite> all;
+    for (const auto& n : r.names()) {
+      size_t count = 1;
+      for (int64_t s : r.get(n).shape) count *= size_t(s);
+      keep.emplace_back(count);
+      r.read_f32(n, keep.back().data(), count);
+      if (n == name)
+        for (float& w : keep.back()) w = value;
+    }
+    size_t i = 0;
+    for (const auto& n : r.names()) all.push_back({n, r.get(n).shape, keep[i++].data()});
+    write_safetensors_file(model_dir / "model.safetensors.new", all, DType::kF32);
+  }
+  fs::rename(model_dir / "model.safetensors.new", model_dir / "model.safetensors");
+}
+// A random Llama of 2 layers, hidden 32, vocabulary `vocab`, in dir/model.
 inline fs::path tiny_model(const fs::path& dir, int64_t vocab = 256) {
-  TinyModelOptions o;
-  o.hidden = 32;
-  o.layers = 2;
-  o.heads = 2;
-  o.kv_heads = 1;
-  o.intermediate = 64;
-  o.vocab = vocab;
-  write_random_model(dir / "model", o);
-  return dir / "model";
+  return tiny_arch_model(dir / "model", "llama", vocab, 2);
 }
 
 // `n` token records of lengths 3 + (7 i mod 11), ids < 200: uneven, so the token-weighted mean
