@@ -12,6 +12,7 @@
 #include "engine/host_check.h"
 #include "engine/machine.h"
 #include "engine/predict.h"
+#include "io/nvme_probe.h"
 #include "model/spec.h"
 #include "train/data.h"
 #include "train/run_setup.h"
@@ -45,7 +46,12 @@ int cmd_plan(const std::vector<std::string>& argv) {
                   c.packing ? c.batch_size * c.cutoff_len : 0, c.grad_accum);
   const std::vector<Batch> eval_batches =
       make_eval_batches(data.eval, c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size);
-  const PlanRequest req = train_plan_request(c, spec, batcher, eval_batches);
+  PlanRequest req = train_plan_request(c, spec, batcher, eval_batches);
+  // A disk's bandwidth alone plans the NVMe tier for another machine (no directory needed);
+  // the layers it takes are those --host-memory alone leaves no room for.
+  if (c.nvme_bandwidth > 0) req.nvme = true;
+  if (req.nvme && req.nvme_layers < 0)
+    req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/false);
   RunSetup setup = make_run_setup(c.backend, req);
   const EnginePlan& plan = setup.plan;
   std::cout << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden "
@@ -70,9 +76,20 @@ int cmd_plan(const std::vector<std::string>& argv) {
 
   std::string note;
   const fs::path file = c.machine_file.empty() ? default_machine_file() : c.machine_file;
-  const MachineConstants m = machine_constants(*setup.backend, spec, plan.micro_tokens,
-                                               req.max_sample_tokens, file, remeasure, &note);
+  MachineConstants m = machine_constants(*setup.backend, spec, plan.micro_tokens,
+                                         req.max_sample_tokens, file, remeasure, &note);
   std::cout << describe(m) << "\n  " << note << "\n";
+  if (plan.nvme_params > 0) {
+    if (c.nvme_bandwidth > 0) {
+      m.nvme_read_gbps = m.nvme_write_gbps = c.nvme_bandwidth;
+      std::cout << "NVMe disk: " << c.nvme_bandwidth << " GB/s read and write (given)\n";
+    } else {
+      const NvmeBandwidth b = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
+      m.nvme_read_gbps = b.read_gbps;
+      m.nvme_write_gbps = b.write_gbps;
+      std::cout << "NVMe disk: " << describe(b, c.nvme_dir) << "\n";
+    }
+  }
   const StepPrediction p = predict_step(plan, spec, m, req.max_tokens, c.max_grad_norm > 0);
   std::cout << p.describe(req.max_tokens) << "\n";
   if (!host.fits()) {

@@ -91,11 +91,17 @@ void Engine::upload_unit(int unit, void* device_params) {
     tspan(TraceTrack::kH2D, "cast " + unit_name(unit) + " (GPU-resident)", t, *h2d_);
     return;
   }
+  // An NVMe unit's master comes from a load slot, held until its copies are done.
+  const float* master = h.on_nvme ? nvme_->acquire_master(unit) : h.master;
   for (int64_t off = 0; off < n; off += tile) {
     const int64_t k = std::min(tile, n - off);
-    be_.copy(parts_.upload, h.master + off, size_t(k) * 4, *h2d_);
+    be_.copy(parts_.upload, master + off, size_t(k) * 4, *h2d_);
     be_.convert(Tensor(static_cast<char*>(device_params) + size_t(off) * dsz, dt_, {k}),
                 Tensor(parts_.upload, DType::kF32, {k}), *h2d_);
+  }
+  if (h.on_nvme) {
+    NvmeTier* tier = nvme_.get();
+    be_.host_callback(*h2d_, [tier, unit] { tier->release_master(unit); });
   }
   tspan(TraceTrack::kH2D, "load " + unit_name(unit), t, *h2d_, uint64_t(n) * 4);
 }
@@ -230,6 +236,14 @@ void Engine::load_layer(int layer) {
   s.g = LayerParams::view(h.layout, s.mem.grads, DType::kF32);
 }
 
+void Engine::prefetch_nvme(int layer) {
+  if (!nvme_ || layer < 0 || layer >= int(spec_.layers) || !host_[size_t(1 + layer)]->on_nvme)
+    return;
+  const Slot& s = slot_of(layer);
+  if (s.layer == layer && s.version == want_version_) return;  // cached: no load
+  if (worker_->is_updated(1 + layer, want_version_)) nvme_->prefetch_master(1 + layer);
+}
+
 void Engine::send_gradient(int unit, const void* src, Event& ready, Event& source_free) {
   const UnitState& h = *host_[size_t(unit)];
   const int64_t n = h.layout.numel;
@@ -273,6 +287,7 @@ void Engine::forward_layers(bool save_checkpoints) {
   const int L = int(spec_.layers);
   for (int i = 0; i < L; ++i) {
     for (int j = i; j < std::min(i + opt_.window, L); ++j) load_layer(j);
+    prefetch_nvme(i + opt_.window);  // the next load's read from the disk
     if (i + opt_.window >= L) prefetch(*head_part_);  // behind the last layer's load
     Slot& s = slot_of(i);
     be_.wait(*compute_, *s.loaded);
@@ -350,6 +365,7 @@ StepResult Engine::step(const Batch& batch, float lr) {
   if (L >= 2) restore(L - 2);
   for (int j = L - 1; j >= 0; --j) {
     for (int k = j; k > std::max(j - opt_.window, -1); --k) load_layer(k);
+    prefetch_nvme(j - opt_.window);
     Slot& s = slot_of(j);
     be_.wait(*compute_, *s.loaded);
     // x_{L-1} never left the device; the others come back from their checkpoints.

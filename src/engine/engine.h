@@ -24,6 +24,7 @@
 #include "engine/grad_ring.h"
 #include "engine/unit_state.h"
 #include "engine/micro_batch.h"
+#include "engine/nvme_tier.h"
 #include "engine/plan.h"
 #include "engine/trace.h"
 #include "engine/update_worker.h"
@@ -47,6 +48,11 @@ struct EngineOptions {
   DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;  // the GPU-resident share
   std::vector<bool> on_device;  // non-empty: exactly these units there (PlanRequest::on_device)
   int held_units = -1;  // without clipping, units whose gradient is held (PlanRequest::held_units)
+  // The NVMe tier: a directory for its scratch file (empty: none), and which units go there —
+  // on_nvme exactly (a plan made earlier), else nvme_layers (-1: what host_budget needs).
+  std::string nvme_dir;
+  std::vector<bool> on_nvme;
+  int nvme_layers = -1;
 };
 
 struct StepResult {
@@ -153,6 +159,8 @@ class Engine {
   void with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool write_back,
                       const std::function<void(float*, float*, float*)>& fn);
   void load_layer(int layer);  // into slot layer % W, unless already there for this step
+  // Reads an NVMe layer's master ahead of its load, where its update is done; else nothing.
+  void prefetch_nvme(int layer);
   Slot& slot_of(int layer);
   void embed_forward(const OuterParams& op);
   void forward_layers(bool save_checkpoints);
@@ -170,6 +178,7 @@ class Engine {
   std::vector<Buffer> host_state_, host_ckpt_;  // one per unit, one per layer
   Buffer host_grads_, host_batch_, dev_;
   std::vector<std::unique_ptr<UnitState>> host_;
+  std::unique_ptr<NvmeTier> nvme_;  // before the worker, which uses it: destroyed after it
   std::unique_ptr<UpdateWorker> worker_;
   std::string cpu_placement_;
   std::unique_ptr<Stream> compute_, h2d_, d2h_, grad_d2h_;

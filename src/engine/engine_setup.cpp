@@ -47,7 +47,14 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   req.device_optimizer = opt_.device_optimizer;
   req.on_device = opt_.on_device;
   req.held_units = opt_.held_units;
+  req.nvme = !opt_.nvme_dir.empty();
+  req.nvme_layers = opt_.nvme_layers;
+  req.on_nvme = opt_.on_nvme;
+  if (req.nvme && req.on_nvme.empty() && req.nvme_layers < 0)
+    req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
   plan_ = make_plan(req);
+  SF_CHECK(plan_.nvme_params == 0 || req.nvme, "engine: the plan puts units on NVMe but no ",
+           "--nvme-dir was given");
   opt_.window = plan_.window;
   const size_t dsz = dtype_size(dt_);
   const int64_t T = opt_.max_tokens, C = spec_.hidden;
@@ -77,20 +84,27 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   {
     std::vector<size_t> sizes, host_units;
     for (size_t u = 0; u < host_.size(); ++u) {
-      host_[u]->on_device = plan_.on_device[u];
-      if (host_[u]->on_device) continue;
+      UnitState& h = *host_[u];
+      h.on_device = plan_.on_device[u];
+      h.on_nvme = plan_.on_nvme[u];
+      const int64_t n = h.layout.numel;
+      const size_t bytes = (h.on_device || h.on_nvme ? 0 : UnitState::state_bytes(n)) +
+                           (plan_.held[u] ? UnitState::grad_bytes(n, dt_) : 0);
+      if (bytes == 0) continue;
       host_units.push_back(u);
-      const int64_t n = host_[u]->layout.numel;
-      sizes.push_back(UnitState::state_bytes(n) +
-                      (plan_.held[u] ? UnitState::grad_bytes(n, dt_) : 0));
+      sizes.push_back(bytes);
     }
     for (int i = 0; i < L; ++i) sizes.push_back(size_t(T * C) * dsz);
     std::vector<Buffer> bufs = alloc_pinned(be_, sizes, "master weights, Adam state, checkpoints");
     for (size_t k = 0; k < host_units.size(); ++k) {
       UnitState& h = *host_[host_units[k]];
       char* base = static_cast<char*>(bufs[k].data());
-      h.carve(base, plan_.held[host_units[k]] ? base + UnitState::state_bytes(h.layout.numel)
-                                              : nullptr);
+      if (h.on_nvme) {  // its gradient alone (held for clipping); the state is the tier's
+        h.grad = base;
+      } else {
+        h.carve(base, plan_.held[host_units[k]] ? base + UnitState::state_bytes(h.layout.numel)
+                                                : nullptr);
+      }
       host_state_.push_back(std::move(bufs[k]));
     }
     for (int i = 0; i < L; ++i) {
@@ -142,10 +156,23 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   be_.copy(inv_freq_dev_.data, inv_freq_.data(), inv_freq_.size() * 4, *h2d_);
   be_.synchronize(*h2d_);
 
+  if (plan_.nvme_params > 0) {
+    // The update order of the NVMe units: the backward's (ring pieces arrive from the top down)
+    // or, clipping, the forward's (the updates wait for the norm and run from the bottom up).
+    std::vector<int> order;
+    std::vector<UnitLayout> layouts;
+    for (size_t u = 0; u < host_.size(); ++u) {
+      layouts.push_back(host_[u]->layout);
+      if (plan_.on_nvme[u]) order.push_back(int(u));
+    }
+    if (!req.clipping) std::reverse(order.begin(), order.end());
+    nvme_ = std::make_unique<NvmeTier>(be_, opt_.nvme_dir, layouts, plan_.on_nvme,
+                                       plan_.nvme_update_slots, plan_.nvme_load_slots, order);
+  }
   std::vector<UnitState*> units;
   for (auto& h : host_) units.push_back(h.get());
   worker_ = std::make_unique<UpdateWorker>(units, dt_, opt_.adamw, opt_.max_grad_norm,
-                                           plan_.grad_piece);
+                                           plan_.grad_piece, nvme_.get());
   // The optimizer's threads on the CPUs of the GPU's NUMA node: the pinned buffers the copies
   // and AdamW stream through are that node's memory. (`taskset` narrows the choice: only the CPUs
   // the process may use are taken.) On a machine of one node, or where the node is unknown,
@@ -210,8 +237,18 @@ void Engine::with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool
 
 void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& fill) {
   sync_state();
-  for (auto& h : host_) {
+  for (size_t u = 0; u < host_.size(); ++u) {
+    const auto& h = host_[u];
     const int64_t n = h->layout.numel;
+    if (h->on_nvme) {
+      nvme_->with_state(int(u), /*write_back=*/true, [&](float* master, float* m, float* v) {
+        std::memset(master, 0, size_t(n) * 4);
+        for (const auto& e : h->layout.entries) fill(e.desc, master + e.offset);
+        std::memset(m, 0, size_t(n) * 4);
+        std::memset(v, 0, size_t(n) * 4);
+      });
+      continue;
+    }
     if (h->on_device) {
       for (float* a : {h->master, h->m, h->v})
         be_.fill_zero(Tensor(a, DType::kF32, {n}), *compute_);
@@ -230,7 +267,26 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
 
 void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
   sync_state();
-  for (auto& h : host_)
+  for (size_t u = 0; u < host_.size(); ++u) {
+    const auto& h = host_[u];
+    if (h->on_nvme) {  // the unit's state read once, written back after its tensors' visits
+      NvmeTier* tier = nvme_.get();
+      nvme_->with_state(int(u), /*write_back=*/true, [&](float* master, float* m, float* v) {
+        for (const auto& e : h->layout.entries) {
+          const UnitLayout::Entry* entry = &e;
+          auto fetch = [tier, u, entry](const TensorState::Use& use) {
+            // The tensor alone, read back from the disk (plan: host.state_copy).
+            const int64_t n = entry->numel;
+            std::vector<float> buf(size_t(n) * 3);
+            for (int k = 0; k < 3; ++k)
+              tier->read_part(int(u), k, entry->offset, n, buf.data() + size_t(k * n));
+            use(buf.data(), buf.data() + n, buf.data() + 2 * n);
+          };
+          fn(TensorState{e.desc, e.numel, master + e.offset, m + e.offset, v + e.offset, fetch});
+        }
+      });
+      continue;
+    }
     for (const auto& e : h->layout.entries) {
       if (h->on_device) {
         const UnitState* unit = h.get();
@@ -246,6 +302,7 @@ void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
       }
       fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset, {}});
     }
+  }
   forget_loaded();
 }
 
@@ -259,7 +316,14 @@ void Engine::set_steps_done(int64_t steps) {
 
 void Engine::visit_weights(const std::function<void(const TensorDesc&, const float*)>& fn) {
   sync_state();
-  for (auto& h : host_)
+  for (size_t u = 0; u < host_.size(); ++u) {
+    const auto& h = host_[u];
+    if (h->on_nvme) {
+      nvme_->with_state(int(u), /*write_back=*/false, [&](float* master, float*, float*) {
+        for (const auto& e : h->layout.entries) fn(e.desc, master + e.offset);
+      });
+      continue;
+    }
     for (const auto& e : h->layout.entries) {
       if (h->on_device)
         with_host_copy(*h, e, /*write_back=*/false,
@@ -267,6 +331,7 @@ void Engine::visit_weights(const std::function<void(const TensorDesc&, const flo
       else
         fn(e.desc, h->master + e.offset);
     }
+  }
 }
 
 int Engine::find_tensor(const std::string& name, const UnitLayout::Entry** entry) {

@@ -11,11 +11,19 @@ namespace sf {
 // bookkeeping of pinned memory, the CUDA libraries' host allocations, the copy of a checkpoint
 // being written — 2 GiB plus 2 % of the pinned total. (The checkpoint read at start is a
 // read-only mapping whose pages are released tensor by tensor: page cache, not memory held.)
+uint64_t host_margin(uint64_t pinned) { return (uint64_t(2) << 30) + pinned / 50; }
+
+uint64_t host_limit_for_plan(uint64_t budget, bool also_available) {
+  EnginePlan none;
+  const HostCheck c = check_host(none, budget, also_available);
+  return c.limit > c.held ? c.limit - c.held : 0;
+}
+
 HostCheck check_host(const EnginePlan& plan, uint64_t budget, bool also_available) {
   HostCheck c;
   c.pinned = plan.host.total();
   c.held = process_memory().rss;
-  c.margin = (uint64_t(2) << 30) + c.pinned / 50;
+  c.margin = host_margin(c.pinned);
   const std::optional<HostMemory> avail =
       budget == 0 || also_available ? host_memory_available() : std::nullopt;
   if (budget > 0 && (!avail || budget <= avail->bytes)) {

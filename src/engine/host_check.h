@@ -21,6 +21,13 @@ struct HostCheck {
   std::string refusal(const EnginePlan& plan) const;  // the error text when it does not fit
 };
 
+// What the process takes outside the plan while it runs, for a plan's host total `pinned`.
+uint64_t host_margin(uint64_t pinned);
+
+// The host bytes a plan may take: the budget (or, where 0 or `also_available`, what the machine
+// has available) less this process's resident memory; 0 when unknown.
+uint64_t host_limit_for_plan(uint64_t budget, bool also_available);
+
 // `budget`: 0 for what the machine has available; else that budget (the smaller of the two when
 // `also_available`, as a run does; a plan for another machine counts the budget alone).
 HostCheck check_host(const EnginePlan& plan, uint64_t budget, bool also_available);

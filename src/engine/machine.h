@@ -27,6 +27,9 @@ struct MachineConstants {
   // per token: the forward, and the backward as the engine runs it (recompute, then backward).
   double layer_forward_s = 0, layer_backward_s = 0;
   double layer_tflops = 0;  // the layer's matmul FLOPs / its time (forward + recompute + backward)
+  // The NVMe tier's disk (io/nvme_probe.h), where the run has one: measured in its directory or
+  // given (plan --nvme-bandwidth); not part of the cached measurement.
+  double nvme_read_gbps = 0, nvme_write_gbps = 0;
 };
 
 // The key of a measurement: the backend's device, the layer's shape, M and the sample length.

@@ -7,6 +7,8 @@
 #include "core/carver.h"
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "engine/host_check.h"
+#include "engine/nvme_tier.h"
 #include "engine/unit_state.h"
 #include "model/layer.h"
 #include "model/layout.h"
@@ -32,6 +34,9 @@ constexpr int64_t kHeldShareNum = 1, kHeldShareDen = 4;
 // (docs/perf.md: the layer at 16384 tokens is at 78 % of the matmul peak, as at 32k), so the plan
 // trades larger M for optimizer state on the device only down to here.
 constexpr int64_t kSaturatingTokens = 16384;
+// The NVMe tier's update slots: the unit being updated, the next one read ahead, the last one
+// being written back (each a layer's 12 B/param: 2.6 GB for the 8B layer).
+constexpr int kNvmeUpdateSlots = 3;
 
 struct Sized {
   DeviceBytes device;
@@ -52,7 +57,8 @@ Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t tile,
 // `asked` units from the head down, or (asked < 0) as many as stay within kHeldShare of the host
 // parameters.
 std::vector<bool> choose_held(const std::vector<UnitLayout>& units,
-                              const std::vector<bool>& on_device, bool clipping, int asked) {
+                              const std::vector<bool>& on_device, const std::vector<bool>& on_nvme,
+                              bool clipping, int asked) {
   std::vector<bool> held(units.size(), false);
   int64_t host_params = 0;
   for (size_t k = 0; k < units.size(); ++k)
@@ -66,6 +72,8 @@ std::vector<bool> choose_held(const std::vector<UnitLayout>& units,
       held[k] = true;
       continue;
     }
+    // An NVMe unit's state is in a staging slot only while it is updated: it takes the ring.
+    if (on_nvme[k]) break;
     if (asked >= 0 ? count >= asked : taken + units[k].numel > share) break;
     held[k] = true;
     taken += units[k].numel;
@@ -253,33 +261,80 @@ EnginePlan make_plan(const PlanRequest& r) {
             "--cutoff-len) or train a smaller model");
   }
 
-  // Host: state of every unit, gradients, checkpoints, batch staging.
+  // Host: state of every unit not on the device or on NVMe, gradients, checkpoints, batch
+  // staging, the NVMe tier's slots.
   p.grad_piece = r.grad_piece > 0 ? r.grad_piece : std::min(kGradPiece, largest);
   p.grad_ring_slots = r.clipping ? 0 : kGradRingSlots;
   for (size_t k = 0; k < units.size(); ++k) {
-    const int64_t n = units[k].numel;
-    p.params += n;
-    if (p.on_device[k]) {
-      p.device_params += n;
-      continue;
-    }
-    p.host.state += UnitState::state_bytes(n);
+    p.params += units[k].numel;
+    if (p.on_device[k]) p.device_params += units[k].numel;
   }
-  p.held = choose_held(units, p.on_device, r.clipping, r.held_units);
-  if (!r.clipping)
-    p.host.grads = uint64_t(p.grad_ring_slots) * UnitState::grad_bytes(p.grad_piece, r.dtype);
-  for (size_t k = 0; k < units.size(); ++k)
-    if (p.held[k]) {
-      p.held_params += units[k].numel;
-      p.host.grads += UnitState::grad_bytes(units[k].numel, r.dtype);
-    }
   p.host.checkpoints = uint64_t(L) * uint64_t(T * r.spec.hidden) * dtype_size(r.dtype);
   // Staging: the batch, the loss (256 B) and one sum of squares per unit.
   p.host.staging = uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 8;
+  // The state and gradients with the bottom `n` layers' state on NVMe.
+  auto place = [&](const std::vector<bool>& on_nvme) {
+    p.on_nvme = on_nvme;
+    p.nvme_params = 0;
+    p.host.state = 0;
+    for (size_t k = 0; k < units.size(); ++k) {
+      if (p.on_device[k]) continue;
+      if (on_nvme[k])
+        p.nvme_params += units[k].numel;
+      else
+        p.host.state += UnitState::state_bytes(units[k].numel);
+    }
+    p.held = choose_held(units, p.on_device, on_nvme, r.clipping, r.held_units);
+    p.held_params = 0;
+    p.host.grads =
+        r.clipping ? 0 : uint64_t(p.grad_ring_slots) * UnitState::grad_bytes(p.grad_piece, r.dtype);
+    for (size_t k = 0; k < units.size(); ++k)
+      if (p.held[k]) {
+        p.held_params += units[k].numel;
+        p.host.grads += UnitState::grad_bytes(units[k].numel, r.dtype);
+      }
+    const int nvme_units = int(std::count(on_nvme.begin(), on_nvme.end(), true));
+    p.nvme_update_slots = std::min(kNvmeUpdateSlots, nvme_units);
+    p.nvme_load_slots = std::min(p.window + 1, nvme_units);
+    p.host.nvme_staging =
+        NvmeTier::staging_bytes(units, on_nvme, p.nvme_update_slots, p.nvme_load_slots);
+    p.nvme_disk = NvmeTier::disk_bytes(units, on_nvme);
+    p.nvme_read_bytes = p.nvme_write_bytes = 0;
+    for (size_t k = 1; k + 1 < units.size(); ++k)
+      if (on_nvme[k]) {
+        const double n = double(units[k].numel);
+        const bool reloaded = int(k) - 1 < L - p.window;  // not still cached for the backward
+        p.nvme_read_bytes += (reloaded ? 8.0 : 4.0) * n + 12.0 * n;
+        p.nvme_write_bytes += 12.0 * n;
+      }
+  };
+  auto bottom = [&](int n) {
+    std::vector<bool> v(units.size(), false);
+    for (int i = 0; i < n; ++i) v[size_t(1 + i)] = !p.on_device[size_t(1 + i)];
+    return v;
+  };
+  if (!r.on_nvme.empty()) {
+    SF_CHECK(r.on_nvme.size() == units.size(), "plan: on_nvme names ", r.on_nvme.size(),
+             " units, the model has ", units.size());
+    place(r.on_nvme);
+  } else if (r.nvme && r.nvme_layers >= 0) {
+    SF_CHECK(r.nvme_layers <= L, "nvme_layers is ", r.nvme_layers, " but the model has ", L,
+             " layers: use at most ", L, ", or -1 for the fewest the host memory needs");
+    place(bottom(r.nvme_layers));
+  } else {
+    place(bottom(0));
+    // The fewest layers on NVMe that bring the host total within the limit; all of them where
+    // none does (the host check then refuses, saying what is needed).
+    if (r.nvme && r.host_limit > 0)
+      for (int n = 0; n <= L; ++n) {
+        place(bottom(n));
+        if (p.host.total() + host_margin(p.host.total()) <= r.host_limit) break;
+      }
+  }
   // Saving or resuming copies a GPU-resident tensor's master, m, v through the host, one tensor
   // at a time: not held at start, but counted so the host check covers the save.
   for (size_t k = 0; k < units.size(); ++k)
-    if (p.on_device[k])
+    if (p.on_device[k] || p.on_nvme[k])
       for (const UnitLayout::Entry& e : units[k].entries)
         p.host.state_copy = std::max(p.host.state_copy, uint64_t(e.numel) * 12);
   return p;
@@ -332,7 +387,8 @@ std::string EnginePlan::describe() const {
     o << "), the rest on the host (CPU AdamW)";
   }
   o << "\n  host: " << gib(host.total()) << " — master weights and Adam m, v " << gib(host.state)
-    << " (" << params - device_params << " parameters × 12 B), gradients " << gib(host.grads);
+    << " (" << params - device_params - nvme_params << " parameters × 12 B), gradients "
+    << gib(host.grads);
   if (!grad_ring_slots) {
     o << " (held for exact clipping)";
   } else {
@@ -347,6 +403,19 @@ std::string EnginePlan::describe() const {
   if (host.state_copy)
     o << ", while saving or resuming " << gib(host.state_copy)
       << " (one GPU-resident tensor's state)";
+  if (host.nvme_staging) o << ", NVMe staging " << gib(host.nvme_staging);
+  if (nvme_params) {
+    int first = -1, last = -1;
+    for (size_t k = 1; k + 1 < on_nvme.size(); ++k)
+      if (on_nvme[k]) {
+        if (first < 0) first = int(k) - 1;
+        last = int(k) - 1;
+      }
+    o << "\n  NVMe: the state of layers " << first << "-" << last << " (" << nvme_params
+      << " parameters × 12 B) on disk, " << gib(nvme_disk) << "; " << nvme_update_slots
+      << " update slots and " << nvme_load_slots << " load slots of pinned staging; per step "
+      << nvme_read_bytes * 1e-9 << " GB read, " << nvme_write_bytes * 1e-9 << " GB written";
+  }
   return o.str();
 }
 

@@ -54,6 +54,13 @@ struct PlanRequest {
   // Non-empty: exactly these units on the device (per unit, unit_layouts order) — the choice of
   // a plan made before the backend existed, so the engine's plan keeps it.
   std::vector<bool> on_device;
+  // The NVMe tier (--nvme-dir; engine/nvme_tier.h): the whole state (master, m, v) of decoder
+  // layers from the bottom up on disk. nvme_layers: that many; -1: the fewest that bring the host
+  // total and its margin (host_margin) within host_limit (none where host_limit is 0).
+  bool nvme = false;
+  int nvme_layers = -1;
+  uint64_t host_limit = 0;     // host bytes the plan may take (the budget less what is held)
+  std::vector<bool> on_nvme;   // non-empty: exactly these units (a plan made earlier)
 };
 
 struct DeviceBytes {
@@ -70,7 +77,10 @@ struct HostBytes {
   uint64_t checkpoints = 0;  // layer inputs, L × T × C
   uint64_t staging = 0;      // batch staging
   uint64_t state_copy = 0;   // while saving or resuming: one GPU-resident tensor's state
-  uint64_t total() const { return state + grads + checkpoints + staging + state_copy; }
+  uint64_t nvme_staging = 0;  // the NVMe tier's pinned update and load slots
+  uint64_t total() const {
+    return state + grads + checkpoints + staging + state_copy + nvme_staging;
+  }
 };
 
 struct EnginePlan {
@@ -94,6 +104,14 @@ struct EnginePlan {
   std::vector<bool> held;
   int64_t held_params = 0;
   int64_t device_params = 0;  // parameters of those units
+  // Per unit: its state lives on NVMe (layers from the bottom up; never held without clipping).
+  // Per step the tier reads each such layer's master for its loads (forward, and backward where
+  // it is not still cached) and its whole state for the update, and writes the state back.
+  std::vector<bool> on_nvme;
+  int64_t nvme_params = 0;
+  int nvme_update_slots = 0, nvme_load_slots = 0;
+  uint64_t nvme_disk = 0;                              // bytes of the scratch file
+  double nvme_read_bytes = 0, nvme_write_bytes = 0;    // per step
   int64_t layers = 0, hidden = 0;
   size_t dtype_bytes = 0;  // the compute dtype's size
   DeviceBytes device;

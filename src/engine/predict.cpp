@@ -215,10 +215,21 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
   p.h2d_s = p.h2d_bytes / s.h2d_rate;
   p.d2h_s = p.d2h_bytes / s.d2h_rate;
   p.adam_s = p.host_params / m.adam_copy_params_per_s;
+  p.disk_read_bytes = plan.nvme_read_bytes;
+  p.disk_write_bytes = plan.nvme_write_bytes;
+  if (plan.nvme_params > 0) {
+    SF_CHECK(m.nvme_read_gbps > 0 && m.nvme_write_gbps > 0,
+             "predict: the plan has an NVMe tier but the disk's bandwidth is unknown");
+    p.disk_s = p.disk_read_bytes / (m.nvme_read_gbps * 1e9) +
+               p.disk_write_bytes / (m.nvme_write_gbps * 1e9);
+    // The disk streams beside the rest: the step is the longer of the two.
+    p.step_s = std::max(p.step_s, p.disk_s);
+  }
   const std::pair<double, const char*> floors[] = {{p.compute_s, "the GPU's compute"},
                                                    {p.h2d_s, "H2D copies (PCIe)"},
                                                    {p.d2h_s, "D2H copies (PCIe)"},
-                                                   {p.adam_s, "the CPU AdamW"}};
+                                                   {p.adam_s, "the CPU AdamW"},
+                                                   {p.disk_s, "the NVMe disk"}};
   p.bound = std::max_element(std::begin(floors), std::end(floors))->second;
   return p;
 }
@@ -233,6 +244,9 @@ std::string StepPrediction::describe(int64_t tokens) const {
     << "\n  per step: compute " << compute_s << " s, H2D " << h2d_bytes * 1e-9 << " GB ("
     << h2d_s << " s), D2H " << d2h_bytes * 1e-9 << " GB (" << d2h_s << " s), CPU AdamW "
     << host_params * 1e-9 << " G params (" << adam_s << " s)";
+  if (disk_s > 0)
+    o << ", disk " << disk_read_bytes * 1e-9 << " GB read + " << disk_write_bytes * 1e-9
+      << " GB written (" << disk_s << " s)";
   return o.str();
 }
 

@@ -21,6 +21,9 @@ struct UnitState {
   float* v = nullptr;
   void* grad = nullptr;  // compute dtype, layout.numel elements (host units with clipping)
   bool on_device = false;  // master, m, v are device memory: the device updates this unit
+  // master, m, v are on NVMe (engine/nvme_tier.h); the pointers point into an update slot only
+  // while the update worker holds the unit (NvmeTier::acquire_state), else null.
+  bool on_nvme = false;
 
   static size_t state_bytes(int64_t numel);                // master, m, v
   static size_t grad_bytes(int64_t numel, DType compute);  // the gradient

@@ -12,8 +12,9 @@
 namespace sf {
 
 UpdateWorker::UpdateWorker(std::vector<UnitState*> units, DType grad_dtype, AdamWParams hp,
-                           float max_grad_norm, int64_t piece)
+                           float max_grad_norm, int64_t piece, NvmeTier* nvme)
     : units_(std::move(units)),
+      nvme_(nvme),
       grad_dtype_(grad_dtype),
       hp_(hp),
       max_grad_norm_(max_grad_norm),
@@ -91,6 +92,11 @@ void UpdateWorker::wait_updated(int unit, int64_t step) {
   rethrow_locked();
 }
 
+bool UpdateWorker::is_updated(int unit, int64_t step) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return updated_step_[size_t(unit)] >= step;
+}
+
 double UpdateWorker::wait_grad_norm() {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return error_ || norm_ready_; });
@@ -153,6 +159,11 @@ void UpdateWorker::loop() {
       if (!arrived_.empty()) {  // ring pieces first: the backward waits for their slots
         p = std::move(arrived_.front());
         arrived_.pop_front();
+        if (error_) {  // the run has failed: release the piece's slot, update nothing more
+          lk.unlock();
+          if (p.release) p.release();
+          continue;
+        }
       } else if (!held_.empty()) {  // then the held unit the next forward needs first
         Held& h = held_.front();
         job = h;
@@ -229,8 +240,11 @@ void UpdateWorker::consume(Piece& p) {
                                   [](const Held& a, const Held& b) { return a.unit < b.unit; }),
                  job);
   } else if (!clipping) {
+    UnitState& u = *units_[size_t(p.unit)];
+    if (u.on_nvme && p.offset == 0) nvme_->acquire_state(u, p.unit);
     update_range(p.unit, p.offset, p.count, p.grad, step, lr, 1.0f, "", t0);
     if (unit_done) {
+      if (u.on_nvme) nvme_->release_state(u, p.unit);
       std::lock_guard<std::mutex> lk(mu_);
       updated_step_[size_t(p.unit)] = step;
     }
@@ -249,9 +263,12 @@ void UpdateWorker::consume(Piece& p) {
     if (clipping) {
       const float clip = clip_factor(norm, max_grad_norm_);
       for (int k = 0; k < n; ++k) {
-        if (units_[size_t(k)]->on_device) continue;  // the engine updates it on the device
-        update_range(k, 0, units_[size_t(k)]->layout.numel, units_[size_t(k)]->grad, step, lr,
-                     clip, " (clipped)", trace_ ? Trace::now_us() : 0);
+        UnitState& u = *units_[size_t(k)];
+        if (u.on_device) continue;  // the engine updates it on the device
+        if (u.on_nvme) nvme_->acquire_state(u, k);
+        update_range(k, 0, u.layout.numel, u.grad, step, lr, clip, " (clipped)",
+                     trace_ ? Trace::now_us() : 0);
+        if (u.on_nvme) nvme_->release_state(u, k);
         {
           std::lock_guard<std::mutex> lk(mu_);
           updated_step_[size_t(k)] = step;

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/nvme_tier.h"
 #include "engine/unit_state.h"
 #include "engine/trace.h"
 #include "optim/adamw.h"
@@ -29,8 +30,10 @@ class UpdateWorker {
  public:
   // `piece`: the elements of a ring piece; held units are reduced and updated in tiles of it (the
   // same partial sums as the ring's, so the norm has the same bits either way).
+  // `nvme`: the tier holding the state of the units marked on_nvme (null: none); the worker
+  // acquires such a unit's state before its first update of a step and releases it after the last.
   UpdateWorker(std::vector<UnitState*> units, DType grad_dtype, AdamWParams hp, float max_grad_norm,
-               int64_t piece);
+               int64_t piece, NvmeTier* nvme = nullptr);
   ~UpdateWorker();
   UpdateWorker(const UpdateWorker&) = delete;
   UpdateWorker& operator=(const UpdateWorker&) = delete;
@@ -52,6 +55,8 @@ class UpdateWorker {
   void device_reduced(int unit, double sumsq);
   // Blocks until unit u carries the update of step `step` (returns at once for step 0).
   void wait_updated(int unit, int64_t step);
+  // Whether it does now; never blocks.
+  bool is_updated(int unit, int64_t step);
   // Blocks until every gradient of the open step has been reduced; returns the global norm.
   double wait_grad_norm();
   void wait_all();
@@ -87,6 +92,7 @@ class UpdateWorker {
   void rethrow_locked();
 
   std::vector<UnitState*> units_;
+  NvmeTier* nvme_;
   Trace* trace_ = nullptr;
   DType grad_dtype_;
   AdamWParams hp_;

@@ -88,4 +88,11 @@ NvmeBandwidth measure_nvme(const std::filesystem::path& dir, uint64_t bytes, int
   return out;
 }
 
+std::string describe(const NvmeBandwidth& b, const std::filesystem::path& dir) {
+  return str_cat("write ", b.write_gbps, " GB/s, read ", b.read_gbps, " GB/s (", b.bytes >> 20,
+                 " MiB through io_uring at queue depth ", b.queue_depth, " in requests of ",
+                 b.request_bytes >> 10, " KiB, O_DIRECT, in ", dir.string(), ", ", b.fs_type,
+                 b.memory_backed ? "; tmpfs: memory, not a disk" : "", ")");
+}
+
 }  // namespace sf

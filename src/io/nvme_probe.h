@@ -24,6 +24,14 @@ struct NvmeBandwidth {
 // `queue_depth` requests of `request_bytes` in flight; each rate is bytes over the wall time from
 // the first submission to the last completion. The read-back is checked against what was written.
 // Host memory: queue_depth × request_bytes.
+// What a run measures its --nvme-dir with: 1 GiB at the store's queue depth (≈ 1 s on a disk of
+// 2 GB/s; the file is private and removed at once).
+constexpr uint64_t kNvmeProbeBytes = uint64_t(1) << 30;
+constexpr int kNvmeProbeDepth = NvmeStoreOptions{}.queue_depth;
+
+// One line: the rates, how they were measured, where.
+std::string describe(const NvmeBandwidth& b, const std::filesystem::path& dir);
+
 NvmeBandwidth measure_nvme(const std::filesystem::path& dir, uint64_t bytes, int queue_depth,
                            uint64_t request_bytes = NvmeStoreOptions{}.max_request_bytes);
 

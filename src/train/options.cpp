@@ -341,6 +341,28 @@ std::vector<OptionSpec> make_options() {
        "integer in [-1, 2^20]", {}, "engine",
        SF_SET { c.held_gradients = parse_int(v, w, -1, int64_t(1) << 20); },
        SF_GET { return std::to_string(c.held_gradients); }},
+      {"nvme_dir", {}, Type::kPath,
+       "a directory on a local disk for the NVMe tier: the fp32 master weights and Adam state of "
+       "the bottom layers (nvme_layers) live there in one private O_DIRECT file, read and "
+       "written through io_uring behind the updates; empty: every state in host memory",
+       "a directory path", {}, "engine", SF_SET { c.nvme_dir = v; },
+       SF_GET { return c.nvme_dir.string(); }},
+      {"nvme_layers", {}, Type::kInt,
+       "with nvme_dir: how many decoder layers (from the bottom) keep their state on the disk; "
+       "-1: the fewest that bring the host memory within host_memory (or what the machine has)",
+       "integer in [-1, 2^20]", {}, "engine",
+       SF_SET { c.nvme_layers = parse_int(v, w, -1, int64_t(1) << 20); },
+       SF_GET { return std::to_string(c.nvme_layers); }},
+      {"nvme_bandwidth", {}, Type::kFloat,
+       "the disk's read and write rate in GB/s for the plan's prediction (`plan` on a "
+       "hypothetical host: implies the tier without nvme_dir); 0: measured in nvme_dir",
+       "number in [0, 1e4], optionally followed by GB/s", {}, "engine",
+       SF_SET {
+         std::string x = v;
+         if (x.size() > 4 && x.substr(x.size() - 4) == "GB/s") x.resize(x.size() - 4);
+         c.nvme_bandwidth = parse_number(x, w, 0, 1e4, false, false);
+       },
+       SF_GET { return num(c.nvme_bandwidth); }},
       {"trace", {}, Type::kPath, "write the engine's timeline here (Chrome/Perfetto JSON)",
        "a file path", {}, "engine", SF_SET { c.trace = v; },
        SF_GET { return c.trace.string(); }},

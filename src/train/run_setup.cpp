@@ -2,6 +2,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "engine/host_check.h"
 
 #include <algorithm>
 
@@ -54,6 +55,10 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   req.gpu_budget = c.gpu_memory;
   req.clipping = c.max_grad_norm > 0;
   req.held_units = int(c.held_gradients);
+  req.nvme = !c.nvme_dir.empty();
+  req.nvme_layers = int(c.nvme_layers);
+  if (req.nvme && req.nvme_layers < 0)
+    req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/true);
   req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff
                          : c.device_optimizer == "all" ? DeviceOptimizer::kAll
                                                        : DeviceOptimizer::kAuto;

@@ -19,6 +19,8 @@
 #include "train/data.h"
 #include "train/run_setup.h"
 #include "core/host_memory.h"
+#include "io/nvme_probe.h"
+#include "io/scratch_file.h"
 #include "train/options.h"
 #include "train/progress.h"
 #include "train/report.h"
@@ -100,6 +102,10 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     write_file_atomic(c.output_dir / "training_args.yaml", config_yaml);
   }
 
+  // An --nvme-dir that cannot hold the tier (missing, not writable, no O_DIRECT) is refused
+  // before the data is read or memory taken.
+  if (!c.nvme_dir.empty()) ScratchFile probe(c.nvme_dir);
+
   // ---- data ----
   RunSamples data = load_run_samples(c, spec, log);
   const int64_t n_train = int64_t(data.train.size());
@@ -129,18 +135,35 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.host_budget = c.host_memory;
   opt.on_device = setup.plan.on_device;
   opt.held_units = int(c.held_gradients);
+  opt.nvme_dir = c.nvme_dir.string();
+  opt.on_nvme = setup.plan.on_nvme;
   opt.trace_path = c.trace.string();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
   Engine engine(*backend, spec, opt);
   log << "plan: " << engine.plan().describe() << "\n";
   if (!engine.cpu_placement().empty()) log << "  " << engine.cpu_placement() << "\n";
+  // The NVMe tier's disk, measured in its directory: the prediction's disk rates and the floor
+  // the step is reported against.
+  std::optional<NvmeBandwidth> disk;
+  if (engine.plan().nvme_params > 0) {
+    disk = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
+    const double floor = engine.plan().nvme_read_bytes / (disk->read_gbps * 1e9) +
+                         engine.plan().nvme_write_bytes / (disk->write_gbps * 1e9);
+    log << "NVMe disk: " << describe(*disk, c.nvme_dir) << "; the disk floor of a step is "
+        << floor << " s (" << engine.plan().nvme_read_bytes * 1e-9 << " GB read + "
+        << engine.plan().nvme_write_bytes * 1e-9 << " GB written)\n";
+  }
   // The step time predicted from this machine's measured constants, where `plan` cached them.
   std::optional<StepPrediction> predicted;
   {
     const fs::path mf = c.machine_file.empty() ? default_machine_file() : c.machine_file;
     if (auto mc = cached_machine_constants(*backend, spec, engine.plan().micro_tokens,
                                            req.max_sample_tokens, mf)) {
+      if (disk) {
+        mc->nvme_read_gbps = disk->read_gbps;
+        mc->nvme_write_gbps = disk->write_gbps;
+      }
       predicted = predict_step(engine.plan(), spec, *mc, req.max_tokens, c.max_grad_norm > 0);
       log << predicted->describe(req.max_tokens) << " (" << describe(*mc) << ")\n";
     }

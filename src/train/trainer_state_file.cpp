@@ -38,7 +38,10 @@ const std::set<std::string> kResumeMayChange = {"output_dir",
                                                 "logging_dir",
                                                 "peak_tflops",
                                                 "host_memory",
-                                                "machine_file"};
+                                                "machine_file",
+                                                "nvme_dir",
+                                                "nvme_layers",
+                                                "nvme_bandwidth"};
 
 }  // namespace
 
