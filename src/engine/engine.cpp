@@ -211,13 +211,22 @@ void Engine::update_on_device(OuterPart& o, float grad_scale) {
   hp.lr = lr_;
   Event* t = tmark(*compute_);
   void* weights = static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_);
+  const int u = o.unit;
   be_.adamw(Tensor(h.master, DType::kF32, {n}), Tensor(h.m, DType::kF32, {n}),
             Tensor(h.v, DType::kF32, {n}), outer_grads(o), Tensor(weights, dt_, {n}), hp, step_,
-            grad_scale, *compute_);
-  tspan(TraceTrack::kCompute, "AdamW " + unit_name(o.unit) + " (device)", t, *compute_,
-        uint64_t(n) * 4);
+            grad_scale, parts_.nonfinite + u, *compute_);
+  tspan(TraceTrack::kCompute, "AdamW " + unit_name(u) + " (device)", t, *compute_, uint64_t(n) * 4);
   be_.record(*o.stage_free, *compute_);  // its gradient has been read
   o.version = step_;                     // the weights on the device carry this step's update
+  // The count of weights the update left non-finite comes back on the gradient stream (nothing
+  // later there waits for this update), and the worker stops the run where it is above 0: the
+  // next wait or step raises it (sync_state, before any save, waits for this stream).
+  be_.wait(*grad_d2h_, *o.stage_free);
+  be_.copy(host_nonfinite_ + u, parts_.nonfinite + u, sizeof(int64_t), *grad_d2h_);
+  UpdateWorker* w = worker_.get();
+  const int64_t* bad = host_nonfinite_ + u;
+  be_.host_callback(*grad_d2h_,
+                    [w, u, bad, step = step_, lr = lr_] { w->device_updated(u, step, *bad, lr); });
 }
 
 Engine::Slot& Engine::slot_of(int layer) { return *slots_[size_t(layer % opt_.window)]; }

@@ -198,6 +198,7 @@ class Engine {
   std::vector<char*> ckpt_;  // host checkpoint of each layer's input
   float* host_loss_ = nullptr;
   double* host_sumsq_ = nullptr;  // per unit: the GPU-resident units' Σ g², read back
+  int64_t* host_nonfinite_ = nullptr;  // per unit: a device update's non-finite count, read back
   bool outer_shared_ = false;     // the embedding's and head's gradients share one buffer
   float lr_ = 0;                  // of the open step
   std::vector<float> inv_freq_;

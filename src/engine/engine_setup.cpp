@@ -122,6 +122,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
                                         batch_ints(T, opt_.max_sequences) * 4);
   host_sumsq_ = reinterpret_cast<double*>(reinterpret_cast<char*>(host_loss_) + 256);
+  host_nonfinite_ = reinterpret_cast<int64_t*>(host_sumsq_ + units());
 
   // ---- device: one buffer, carved as the plan measured it ----
   const PlanDims dims{plan_.window, T,          opt_.max_sequences, plan_.micro_tokens,
@@ -211,8 +212,11 @@ Engine::~Engine() {
 }
 
 void Engine::sync_state() {
+  // The GPU-resident units' updates run on the compute stream; their non-finite counts reach the
+  // worker from the gradient stream's callbacks, before wait_all raises any error.
+  be_.synchronize(*compute_);
+  be_.synchronize(*grad_d2h_);
   worker_->wait_all();
-  be_.synchronize(*compute_);  // the GPU-resident units' updates run on the compute stream
 }
 
 void Engine::forget_loaded() {

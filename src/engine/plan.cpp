@@ -139,9 +139,11 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   p.loss = static_cast<float*>(b.take_bytes(4));
   p.pad_row = static_cast<float*>(b.take_bytes(size_t(C) * 4));
   const std::vector<UnitLayout> units = unit_layouts(spec);
-  if (!d.on_device.empty())
+  if (!d.on_device.empty()) {
     p.sumsq = static_cast<double*>(
         b.take_bytes((units.size() + Backend::kSumSquaresPartials) * sizeof(double)));
+    p.nonfinite = static_cast<int64_t*>(b.take_bytes(units.size() * sizeof(int64_t)));
+  }
   section(&n.batch);
   for (int k = 0; k < 2; ++k) {
     p.act[k] = b.take_bytes(size_t(T * C) * dsz);
@@ -270,8 +272,9 @@ EnginePlan make_plan(const PlanRequest& r) {
     if (p.on_device[k]) p.device_params += units[k].numel;
   }
   p.host.checkpoints = uint64_t(L) * uint64_t(T * r.spec.hidden) * dtype_size(r.dtype);
-  // Staging: the batch, the loss (256 B) and one sum of squares per unit.
-  p.host.staging = uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 8;
+  // Staging: the batch, the loss (256 B), then per unit a sum of squares and a count of the
+  // weights a device update left non-finite (the GPU-resident units' values read back).
+  p.host.staging = uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 16;
   // The state and gradients with the bottom `n` layers' state on NVMe.
   auto place = [&](const std::vector<bool>& on_nvme) {
     p.on_nvme = on_nvme;

@@ -149,10 +149,12 @@ struct DeviceParts {
   float* pad_row = nullptr;
   void* workspace = nullptr;
   void* head_workspace = nullptr;
-  // Per unit: its fp32 master, m, v (UnitState::state_bytes) when on the device, else null; and
-  // the sums of squares of the device units' gradients (one double each, then the partials).
+  // Per unit: its fp32 master, m, v (UnitState::state_bytes) when on the device, else null; the
+  // sums of squares of the device units' gradients (one double each, then the partials); and
+  // the weights each device update left non-finite (Backend::adamw's count, one int64 each).
   std::vector<void*> unit_state;
   double* sumsq = nullptr;
+  int64_t* nonfinite = nullptr;
 };
 struct PlanDims {
   int window;

@@ -86,6 +86,19 @@ void UpdateWorker::device_reduced(int unit, double sumsq) {
   cv_.notify_all();
 }
 
+void UpdateWorker::device_updated(int unit, int64_t step, int64_t nonfinite, float lr) {
+  if (nonfinite == 0) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    try {
+      check_finite(unit, step, nonfinite, lr);
+    } catch (...) {
+      if (!error_) error_ = std::current_exception();  // the first error is the cause
+    }
+  }
+  cv_.notify_all();
+}
+
 void UpdateWorker::wait_updated(int unit, int64_t step) {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return error_ || updated_step_[size_t(unit)] >= step; });
@@ -192,7 +205,7 @@ void UpdateWorker::loop() {
       }
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
-      error_ = std::current_exception();
+      if (!error_) error_ = std::current_exception();  // the first error is the cause
       cv_.notify_all();
     }
     if (p.release) p.release();  // even after an error: the D2H side must not wait forever

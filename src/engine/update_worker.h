@@ -53,6 +53,10 @@ class UpdateWorker {
   // GPU-resident unit u (UnitState::on_device) has its gradient's Σ g² for the open step: it
   // counts for the norm; the device updates the unit itself. Never blocks.
   void device_reduced(int unit, double sumsq);
+  // GPU-resident unit u's update of step `step` (learning rate `lr`) left `nonfinite` weights
+  // non-finite (Backend::adamw's count): above 0 the run stops as after a host update — the
+  // error is raised by the next begin_step or wait. Never blocks, never throws.
+  void device_updated(int unit, int64_t step, int64_t nonfinite, float lr);
   // Blocks until unit u carries the update of step `step` (returns at once for step 0).
   void wait_updated(int unit, int64_t step);
   // Whether it does now; never blocks.

@@ -239,7 +239,12 @@ void SafetensorsReader::open_index(const fs::path& index) {
   for (const auto& [name, file] : j["weight_map"].items()) {
     SF_CHECK(file.is_string(), f, ": weight_map entry for tensor '", name,
              "' is not a file name: ", kRedo);
-    const fs::path rel = file.get<std::string>();
+    const std::string text = file.get<std::string>();
+    // JSON may spell a NUL ("\u0000"); the system's calls would stop there and open another
+    // file than the one named (fuzz_safetensors_index).
+    SF_CHECK(text.find('\0') == std::string::npos, f, ": weight_map maps tensor '", name,
+             "' to a file name holding a NUL byte, which names no file: ", kRedo);
+    const fs::path rel = text;
     // Shards are siblings of the index; anything else could read files outside the checkpoint.
     SF_CHECK(
         !rel.empty() && rel.is_relative() && rel == rel.filename() && rel != "." && rel != "..", f,

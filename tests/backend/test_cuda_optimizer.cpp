@@ -1,12 +1,15 @@
 // The device optimizer (the plan's GPU-resident share) against the CPU's: Backend::adamw on CUDA
 // is bit-identical with adamw_step_reference — master, m, v and the bf16 weights — over sizes
 // that take the vector and the scalar paths, steps with and without bias correction's early
-// values, weight decay, a clip factor and both lerp branches; sum_squares equals the CPU's double
-// sum to rounding (its order differs). Skips when no CUDA device is visible.
+// values, weight decay, a clip factor and both lerp branches; its count of the weights it leaves
+// non-finite equals the CPU's, exactly, on data planted with overflows, NaN and inf, over one
+// block, many, and more elements than the grid covers in one pass; sum_squares equals the CPU's
+// double sum to rounding (its order differs). Skips when no CUDA device is visible.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -40,6 +43,19 @@ std::vector<float> random(size_t n, float scale, uint32_t seed) {
   return v;
 }
 
+// One int64 in device memory, for Backend::adamw's count.
+struct DeviceCount {
+  Buffer buf;
+  explicit DeviceCount(Backend& be) : buf(be.alloc(MemoryKind::kDevice, 16, "adamw count")) {}
+  int64_t* ptr() { return static_cast<int64_t*>(buf.data()); }
+  int64_t read(Backend& be, Stream& s) {
+    int64_t x = -1;
+    be.copy(&x, ptr(), sizeof x, s);
+    be.synchronize(s);
+    return x;
+  }
+};
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b, size_t* where) {
   for (size_t i = 0; i < a.size(); ++i)
     if (std::memcmp(&a[i], &b[i], 4) != 0) {
@@ -63,6 +79,7 @@ TEST(CudaOptimizer, AdamWIsBitIdenticalWithTheCpuReference) {
       {1001, {3e-4f, 0.9f, 0.95f, 1e-6f, 0.0f}, 0.37f},       // scalar path (n % 4 != 0)
       {4100, {1e-2f, 0.3f, 0.99f, 1e-8f, 0.01f}, 1.0f},       // 1 - beta1 ≥ 0.5: lerp's 2nd form
   };
+  DeviceCount count(be);
   for (const Case& c : cases) {
     const size_t n = size_t(c.n);
     std::vector<float> p = random(n, 0.05f, 1), m = random(n, 1e-3f, 2), g = random(n, 1e-2f, 4);
@@ -77,7 +94,8 @@ TEST(CudaOptimizer, AdamWIsBitIdenticalWithTheCpuReference) {
     for (int64_t step : {1, 2, 3, 1000}) {
       adamw_step_reference(p.data(), m.data(), v.data(), g.data(), DType::kF32, c.n, step, c.hp,
                            c.scale, w.data());
-      be.adamw(dp.t, dm.t, dv.t, dg.t, dw.t, c.hp, step, c.scale, *s);
+      be.adamw(dp.t, dm.t, dv.t, dg.t, dw.t, c.hp, step, c.scale, count.ptr(), *s);
+      EXPECT_EQ(count.read(be, *s), 0) << "n " << n << " step " << step;
       size_t at = 0;
       ASSERT_TRUE(same_bits(test::download(be, *s, dp.t), p, &at))
           << "master, n " << n << " step " << step << " element " << at;
@@ -87,6 +105,71 @@ TEST(CudaOptimizer, AdamWIsBitIdenticalWithTheCpuReference) {
       for (size_t i = 0; i < n; ++i)
         ASSERT_EQ(wd[i], bf16_to_f32(w[i])) << "bf16 weights, element " << i;
     }
+  }
+}
+
+// The kernel counts the master weights it leaves NaN or ±inf as the CPU does (adamw_step's
+// return, and a count over adamw_step_reference's output), and its finite results keep the
+// reference's bits. Planted: weights of ±3.4e38 that the step pushes past the float range (the
+// gradient's sign decides), NaN and inf gradients, NaN and inf weights coming in.
+TEST(CudaOptimizer, AdamWCountsTheWeightsItLeavesNonFinite) {
+  SKIP_WITHOUT_CUDA();
+  Backend& be = backend();
+  auto s = be.create_stream("test");
+  DeviceCount count(be);
+  const AdamWParams hp{1e37f, 0.9f, 0.999f, 1e-8f, 0.0f};  // step 1: p -= lr · sign(g)
+  // One block; several; the vector path's grid (2112 blocks) more than once over; scalar paths.
+  for (int64_t n : {int64_t(1024), int64_t(4096 * 33), int64_t(2112) * 256 * 4 * 2 + 4096,
+                    int64_t(1001), int64_t(2112) * 256 + 77}) {
+    const size_t N = size_t(n);
+    std::vector<float> p = random(N, 0.05f, 5), m(N, 0.0f), v(N, 0.0f), g = random(N, 1e-2f, 6);
+    // (weight, gradient) planted; nullopt keeps the random value.
+    const std::pair<std::optional<float>, std::optional<float>> plants[] = {
+        {3.4e38f, -1.0f},                // overflows to +inf
+        {-3.4e38f, 1.0f},                // overflows to -inf
+        {3.4e38f, 1.0f},                 // stays finite
+        {std::nullopt, std::nanf("")},   // NaN
+        {std::nullopt, INFINITY},        // inf / inf: NaN
+        {std::nullopt, -INFINITY},       //
+        {INFINITY, std::nullopt},        // stays inf
+        {std::nanf(""), std::nullopt}};  // stays NaN
+    std::mt19937 rng{uint32_t(n)};
+    for (int k = 0; k < 320; ++k) {  // some land on one element twice: the count is the result's
+      const size_t i = rng() % N;
+      const auto& [pw, pg] = plants[k % 8];
+      if (pw) p[i] = *pw;
+      if (pg) g[i] = *pg;
+    }
+    std::vector<float> rp = p, rm = m, rv = v, fp = p, fm = m, fv = v;
+    adamw_step_reference(rp.data(), rm.data(), rv.data(), g.data(), DType::kF32, n, 1, hp, 1.0f);
+    int64_t want = 0;
+    for (float x : rp) want += !std::isfinite(x);
+    ASSERT_GT(want, 50) << "n " << n;
+    EXPECT_EQ(adamw_step(fp.data(), fm.data(), fv.data(), g.data(), DType::kF32, n, 1, hp, 1.0f),
+              want)
+        << "the CPU's fast path, n " << n;
+    auto dp = test::upload(be, *s, p, DType::kF32, {n});
+    auto dm = test::upload(be, *s, m, DType::kF32, {n});
+    auto dv = test::upload(be, *s, v, DType::kF32, {n});
+    auto dg = test::upload(be, *s, g, DType::kF32, {n});
+    auto dw = test::upload(be, *s, std::vector<float>(N, 0.0f), DType::kBF16, {n});
+    be.adamw(dp.t, dm.t, dv.t, dg.t, dw.t, hp, 1, 1.0f, count.ptr(), *s);
+    EXPECT_EQ(count.read(be, *s), want) << "n " << n;
+    const std::vector<float> got = test::download(be, *s, dp.t);
+    for (size_t i = 0; i < N; ++i) {
+      if (std::isnan(rp[i])) {  // NaN payloads differ between the two: NaN is enough
+        ASSERT_TRUE(std::isnan(got[i])) << "n " << n << " element " << i;
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&got[i], &rp[i], 4), 0)
+          << "n " << n << " element " << i << ": " << got[i] << " vs " << rp[i];
+    }
+    // A second update of the same tensor: the count is this update's, not a running total.
+    be.adamw(dp.t, dm.t, dv.t, dg.t, Tensor(), hp, 2, 0.0f, count.ptr(), *s);
+    int64_t again = 0;
+    adamw_step_reference(rp.data(), rm.data(), rv.data(), g.data(), DType::kF32, n, 2, hp, 0.0f);
+    for (float x : rp) again += !std::isfinite(x);
+    EXPECT_EQ(count.read(be, *s), again) << "n " << n;
   }
 }
 

@@ -1,9 +1,10 @@
 // The GPU-resident optimizer share on the CPU backend (its "device" is host memory, its adamw the
 // CPU's): a run with the embedding's and head's state on the device is bit-identical with the
 // all-host run — losses, gradient norms, every weight, with and without clipping (one that
-// bites), tied and untied — and its state round-trips through visit_state like the host's. The
-// plan puts the embedding first, then the head, where the budget holds them, and halves the
-// micro-batch for them only down to the saturating size.
+// bites), tied and untied — and its state round-trips through visit_state like the host's. An
+// update that leaves weights non-finite stops the run as the host's does. The plan puts the
+// embedding first, then the head, where the budget holds them, and halves the micro-batch for
+// them only down to the saturating size.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -106,6 +107,43 @@ TEST(DeviceOptimizer, StateRoundTripContinuesBitIdentically) {
     EXPECT_TRUE(std::equal(whole.weights[t].begin(), whole.weights[t].end(), p)) << "tensor " << t;
     ++t;
   });
+}
+
+// A device update that leaves weights non-finite stops the run (issue 14: weights finite after
+// every update) with the error a host update gives — the step, the unit, the count, what to do —
+// from Backend::adamw's count, read back: with the embedding's state on the device and on the
+// host, clipped and not. lr 1e37 with weight decay 0.1 multiplies every weight by 1 - 1e36, which
+// takes one planted weight of 1000 past the float range and leaves the others (|w| < 1) finite.
+TEST(DeviceOptimizer, AnUpdateThatLeavesWeightsNonFiniteStopsTheRun) {
+  const fs::path dir = tiny_model("devopt_nonfinite", "llama", false);
+  auto be = make_cpu_backend();
+  const ModelSpec spec = load_model_spec(dir);
+  const SafetensorsReader weights(dir);
+  for (float clip : {0.0f, 1.0f}) {
+    std::string error[2];  // device, host
+    for (DeviceOptimizer d : {DeviceOptimizer::kAll, DeviceOptimizer::kOff}) {
+      Engine e(*be, spec, with(d, clip));
+      e.init_weights([&](const TensorDesc& desc, float* dst) {
+        load_tensor_f32(weights, desc, dst);
+        if (desc.name == "model.embed_tokens.weight") dst[7] = 1000.0f;
+      });
+      const std::vector<bool>& on = e.plan().on_device;
+      ASSERT_EQ(!on.empty() && on.front(), d == DeviceOptimizer::kAll);
+      try {
+        for (int s = 0; s < 3; ++s)
+          e.step(random_batch(uint64_t(s), spec.vocab, {13, 21, 7}), 1e37f);
+        e.visit_state([](const TensorState&) {});  // what a save does first
+      } catch (const Error& x) {
+        error[d == DeviceOptimizer::kOff] = x.what();
+      }
+    }
+    EXPECT_NE(error[0].find("step 1: the AdamW update of unit 0 (model.embed_tokens.weight) left "
+                            "1 weights non-finite"),
+              std::string::npos)
+        << "clip " << clip << ": " << error[0];
+    EXPECT_NE(error[0].find("lower learning_rate"), std::string::npos) << error[0];
+    EXPECT_EQ(error[0], error[1]) << "clip " << clip;
+  }
 }
 
 // A GPU-resident tensor's host copy lives only during the visit's callback: checkpoints (the model

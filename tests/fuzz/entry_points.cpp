@@ -1,8 +1,11 @@
 // defines: the fuzz entry points (see entry_points.h)
 #include "entry_points.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string_view>
@@ -143,6 +146,77 @@ void run_train_state(const uint8_t* data, size_t size) {
   }
 }
 
+namespace {
+
+// The checkpoint directory the fuzzed index is written into, made once per process: two real
+// shards (a, b in F32; c, d in BF16), and beside them what a hostile index may name instead — a
+// third shard repeating tensor a, a directory, a FIFO and a file that is not safetensors. One
+// level up, outside the checkpoint, a real shard (tensor z): reading it through any name is a
+// finding, as is a tensor read from a file whose name is not the one the index gave.
+class IndexCheckpoint {
+ public:
+  IndexCheckpoint() {
+    namespace fs = std::filesystem;
+    root_ = fs::temp_directory_path() / ("sf_fuzz_index_" + std::to_string(getpid()));
+    dir_ = root_ / "ckpt";
+    fs::remove_all(root_);
+    fs::create_directories(dir_ / "dir.safetensors");
+    const float v[6] = {1.0f, -2.0f, 0.5f, 3.0f, -0.25f, 8.0f};
+    write_safetensors_file(dir_ / "model-00001-of-00002.safetensors",
+                           {{"a", {2, 3}, v}, {"b", {4}, v}}, DType::kF32);
+    write_safetensors_file(dir_ / "model-00002-of-00002.safetensors",
+                           {{"c", {3}, v}, {"d", {1, 2}, v}}, DType::kBF16);
+    write_safetensors_file(dir_ / "extra.safetensors", {{"a", {2, 3}, v}, {"e", {0}, v}},
+                           DType::kF32);
+    write_safetensors_file(root_ / "outside.safetensors", {{"z", {2}, v}}, DType::kF32);
+    std::ofstream(dir_ / "config.json") << R"({"model_type": "llama"})";
+    if (mkfifo((dir_ / "fifo.safetensors").c_str(), 0600) != 0) std::abort();
+  }
+  ~IndexCheckpoint() {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path root_, dir_;
+};
+
+[[noreturn]] void index_finding(const std::string& what) {
+  std::fprintf(stderr, "fuzz_safetensors_index finding: %s\n", what.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+void run_safetensors_index(const uint8_t* data, size_t size) {
+  static const IndexCheckpoint ckpt;
+  {
+    std::ofstream out(ckpt.dir() / "model.safetensors.index.json",
+                      std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  }
+  try {
+    // What loading a sharded model does: open the directory (no model.safetensors: the index),
+    // then check and convert every tensor through load_tensor_f32, dropping its pages.
+    SafetensorsReader r(ckpt.dir());
+    std::vector<float> buf;
+    for (const std::string& name : r.names()) {
+      const TensorInfo& t = r.get(name);
+      if (t.file.parent_path() != ckpt.dir())
+        index_finding("tensor '" + name + "' read from " + t.file.string() +
+                      ", outside the checkpoint directory");
+      if (t.file.string().find('\0') != std::string::npos)
+        index_finding("tensor '" + name + "' read from a shard name holding a NUL byte");
+      size_t n = 1;
+      for (int64_t d : t.shape) n *= size_t(d);
+      buf.resize(n);
+      load_tensor_f32(r, TensorDesc{name, t.shape, true}, buf.data());
+    }
+  } catch (const Error&) {
+  }
+}
+
 const std::vector<Target>& targets() {
   static const std::vector<Target> t = {{"jinja", run_jinja},
                                         {"dataset", run_dataset},
@@ -150,7 +224,8 @@ const std::vector<Target>& targets() {
                                         {"model_config", run_model_config},
                                         {"safetensors", run_safetensors},
                                         {"samples_cache", run_samples_cache},
-                                        {"train_state", run_train_state}};
+                                        {"train_state", run_train_state},
+                                        {"safetensors_index", run_safetensors_index}};
   return t;
 }
 

@@ -24,6 +24,7 @@ void run_model_config(const uint8_t* data, size_t size);  // config.json → Mod
 void run_safetensors(const uint8_t* data, size_t size);   // a .safetensors file (header + data)
 void run_samples_cache(const uint8_t* data, size_t size); // a tokenised cache file
 void run_train_state(const uint8_t* data, size_t size);   // a checkpoint's trainer_state.json
+void run_safetensors_index(const uint8_t* data, size_t size);  // model.safetensors.index.json
 
 const std::vector<Target>& targets();
 

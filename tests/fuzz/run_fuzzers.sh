@@ -9,7 +9,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}; shift || true
-targets=${*:-jinja dataset tokenizer model_config safetensors samples_cache train_state}
+all="jinja dataset tokenizer model_config safetensors samples_cache train_state safetensors_index"
+targets=${*:-$all}
 # Configured once: a second configure with another compiler path would wipe the build.
 if [ ! -f build-fuzz/CMakeCache.txt ]; then
   cxx=$(command -v clang++-14 || command -v clang++)

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 
 #include "entry_points.h"
 
@@ -29,4 +31,12 @@ TEST(FuzzReplay, EveryCorpusFileOfEveryTarget) {
     }
     EXPECT_GT(files, 0) << "empty corpus for target " << t.name;
   }
+  // Every corpus folder is replayed: a folder no target names (a new target left out of
+  // targets()) fails here instead of going unreplayed.
+  std::set<std::string> names;
+  for (const sf::fuzz::Target& t : sf::fuzz::targets()) names.insert(t.name);
+  for (const auto& e : fs::directory_iterator(root))
+    EXPECT_TRUE(names.count(e.path().filename().string()))
+        << e.path() << " has no entry in sf::fuzz::targets()";
+  EXPECT_EQ(names.size(), 8u);  // jinja … train_state, safetensors_index
 }

@@ -236,6 +236,20 @@ TEST_F(SafetensorsTest, HostileIndexes) {
   expect_error(dir_ / "missing-dir", {"missing-dir"});
 }
 
+// fuzz_safetensors_index: a shard name with a NUL byte ("\u0000" in the JSON) passed every
+// name check and opened the file named by its part before the NUL — a tensor read from another
+// file than the index named. Refused, naming the tensor.
+TEST_F(SafetensorsTest, IndexShardNameWithNulIsRefused) {
+  auto a = ramp(64, 1.0f);
+  std::vector<TensorToWrite> ts = {{"x", {64}, a.data()}, {"y", {64}, a.data()}};
+  write_safetensors(dir_, ts, {.dtype = DType::kF32, .max_shard_bytes = 256});
+  const fs::path index = dir_ / "model.safetensors.index.json";
+  std::ofstream(index) << R"({"weight_map":{"x":"model-00001-of-00002.safetensors\u0000junk",)"
+                       << R"("y":"model-00002-of-00002.safetensors"}})";
+  expect_error(index, {"index.json", "'x'", "NUL"});
+  expect_error(dir_, {"index.json", "'x'", "NUL"});
+}
+
 TEST_F(SafetensorsTest, FailedWriteLeavesNoFiles) {
   auto a = ramp(64, 1.0f);
   std::vector<TensorToWrite> ts = {

@@ -177,8 +177,8 @@ class CpuBackend final : public Backend {
   void add(Tensor o, Tensor a, Tensor b, Stream& s) override {
     enqueue(s, [=] { cpu::add(o, a, b); });
   }
-  void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWParams& hp,
-             int64_t step, float grad_scale, Stream& s) override {
+  void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWParams& hp, int64_t step,
+             float grad_scale, int64_t* nonfinite, Stream& s) override {
     const int64_t n = p.numel();
     for (auto [name, t] : {std::pair{"m", &m}, {"v", &v}, {"g", &g}})
       SF_CHECK(t->dtype == DType::kF32 && t->numel() == n, "adamw: ", name, " ", t->shape_str(),
@@ -187,7 +187,9 @@ class CpuBackend final : public Backend {
              "adamw: p must be F32 and weights empty or of its size");
     adamw_consts(step, hp, grad_scale);  // validates now: errors name the caller's values
     enqueue(s, [=] {
-      adamw_step(p.f32(), m.f32(), v.f32(), g.data, DType::kF32, n, step, hp, grad_scale);
+      const int64_t bad =
+          adamw_step(p.f32(), m.f32(), v.f32(), g.data, DType::kF32, n, step, hp, grad_scale);
+      if (nonfinite) *nonfinite = bad;
       if (!w.empty()) cpu::convert(w, p);
     });
   }

@@ -275,10 +275,10 @@ class CudaBackend final : public Backend {
   }
 
   // ---- the optimizer on the device ----
-  void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWParams& hp,
-             int64_t step, float grad_scale, Stream& s) override {
+  void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWParams& hp, int64_t step,
+             float grad_scale, int64_t* nonfinite, Stream& s) override {
     set_device();
-    cuda::adamw(p, m, v, g, w, adamw_consts(step, hp, grad_scale), raw(s));
+    cuda::adamw(p, m, v, g, w, adamw_consts(step, hp, grad_scale), nonfinite, raw(s));
   }
   void sum_squares(double* out, double* partials, Tensor x, Stream& s) override {
     set_device();

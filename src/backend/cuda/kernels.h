@@ -31,8 +31,9 @@ void bias_grad(Tensor dbias, Tensor dy, cudaStream_t stream);
 
 // ---- optimizer (optimizer.cu) ----
 // One AdamW step with the scalars of adamw_consts: bit-identical with adamw_step_reference.
+// *nonfinite (device memory; null: not counted) := the master weights left NaN or ±inf.
 void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor weights, const AdamWConsts& k,
-           cudaStream_t stream);
+           int64_t* nonfinite, cudaStream_t stream);
 // out[0] = Σ x² in double over partial_count fixed blocks (partials: that many doubles).
 void sum_squares(double* out, double* partials, int partial_count, Tensor x, cudaStream_t stream);
 

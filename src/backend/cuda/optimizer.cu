@@ -6,6 +6,8 @@
 // reference has two roundings (the one FMA is torch's lerp, written as __fmaf_rn). sqrt and
 // division are the correctly rounded ones. So the device update is bit-identical with the CPU's.
 // Memory-bound: 16 B read + 12 B written per element (+2 for the bf16 copy), float4 accesses.
+// It also counts the master weights it leaves non-finite (adamw_step's count): per thread as it
+// writes them, reduced over the block, one atomicAdd per block with any — nothing per element.
 #include <algorithm>
 #include <cstdint>
 
@@ -28,12 +30,29 @@ __device__ __forceinline__ void adamw_element(float& p, float& m, float& v, floa
   p = __fadd_rn(p, __fdiv_rn(__fmul_rn(k.neg_step, m), denom));
 }
 
+// The block's total of one int per thread (warp shuffles, then one partial per warp).
+__device__ int block_count(int x) {
+  static_assert(kThreads % 32 == 0 && kThreads / 32 <= 32, "one warp reduces the warps' partials");
+  __shared__ int warp_total[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
+  if (threadIdx.x % 32 == 0) warp_total[threadIdx.x / 32] = x;
+  __syncthreads();
+  x = threadIdx.x < kThreads / 32 ? warp_total[threadIdx.x] : 0;
+  if (threadIdx.x < 32)
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
+  return x;  // valid in thread 0
+}
+
+__device__ __forceinline__ int nonfinite(float x) { return isfinite(x) ? 0 : 1; }
+
+// Launched with kThreads threads per block (block_count).
 template <bool kVec>
 __global__ void adamw_kernel(float* __restrict__ p, float* __restrict__ m, float* __restrict__ v,
                              const float* __restrict__ g, bf16* __restrict__ w, int64_t n,
-                             AdamWConsts k) {
+                             AdamWConsts k, unsigned long long* __restrict__ bad_total) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int bad = 0;  // this thread's: ≤ 4 · ⌈n / (4 · grid · kThreads)⌉, far from int's range
   if constexpr (kVec) {
     for (; i < n / 4; i += stride) {
       float4 pv = reinterpret_cast<float4*>(p)[i], mv = reinterpret_cast<float4*>(m)[i];
@@ -44,6 +63,7 @@ __global__ void adamw_kernel(float* __restrict__ p, float* __restrict__ m, float
       adamw_element(pv.z, mv.z, vv.z, gv.z, k);
       adamw_element(pv.w, mv.w, vv.w, gv.w, k);
       reinterpret_cast<float4*>(p)[i] = pv;
+      bad += nonfinite(pv.x) + nonfinite(pv.y) + nonfinite(pv.z) + nonfinite(pv.w);
       reinterpret_cast<float4*>(m)[i] = mv;
       reinterpret_cast<float4*>(v)[i] = vv;
       if (w) {
@@ -54,8 +74,13 @@ __global__ void adamw_kernel(float* __restrict__ p, float* __restrict__ m, float
   } else {
     for (; i < n; i += stride) {
       adamw_element(p[i], m[i], v[i], g[i], k);
+      bad += nonfinite(p[i]);
       if (w) w[i] = __float2bfloat16(p[i]);
     }
+  }
+  if (bad_total) {  // the same for the whole block: every thread reaches block_count
+    const int total = block_count(bad);
+    if (threadIdx.x == 0 && total > 0) atomicAdd(bad_total, (unsigned long long)(total));
   }
 }
 
@@ -96,7 +121,8 @@ __global__ void sum_partials_kernel(double* __restrict__ out, const double* __re
 }  // namespace
 
 void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWConsts& k,
-           cudaStream_t stream) {
+           int64_t* nonfinite, cudaStream_t stream) {
+  static_assert(sizeof(int64_t) == sizeof(unsigned long long), "atomicAdd's 64-bit type");
   const char* op = "adamw";
   for (auto [name, t] : {std::pair{"p", &p}, {"m", &m}, {"v", &v}, {"g", &g}})
     check_dtype(op, name, *t, DType::kF32);
@@ -107,6 +133,8 @@ void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWConsts& 
     check_dtype(op, "weights", w, DType::kBF16);
     SF_CHECK(w.numel() == n, op, ": weights ", w.shape_str(), " must have ", n, " elements");
   }
+  if (nonfinite)  // the kernel adds each block's count to it
+    SF_CUDA_CHECK(cudaMemsetAsync(nonfinite, 0, sizeof(int64_t), stream), op, " (count)");
   if (n == 0) return;
   bf16* wp = w.empty() ? nullptr : static_cast<bf16*>(w.data);
   auto aligned = [](const void* q, int a) { return reinterpret_cast<uintptr_t>(q) % a == 0; };
@@ -114,11 +142,13 @@ void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWConsts& 
                    aligned(v.data, 16) && aligned(g.data, 16) && (!wp || aligned(wp, 8));
   const int64_t work = vec ? n / 4 : n;
   const int blocks = int(std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16));
+  auto* bad = reinterpret_cast<unsigned long long*>(nonfinite);
   if (vec)
-    adamw_kernel<true><<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), g.f32(), wp, n, k);
+    adamw_kernel<true>
+        <<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), g.f32(), wp, n, k, bad);
   else
-    adamw_kernel<false><<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), g.f32(), wp, n,
-                                                         k);
+    adamw_kernel<false>
+        <<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), g.f32(), wp, n, k, bad);
   SF_LAUNCH_CHECK(op, " of ", n, " elements");
 }
 
