@@ -66,6 +66,7 @@ p_step = re.search(r"predicted step ([0-9.]+) s", plan)
 p_dev = re.search(r"device peak: ([0-9.]+) GiB", plan)
 p_host = re.search(r"host peak: ([0-9.]+) GiB", plan)
 ratio = re.search(r"measured / predicted ([0-9.]+)", text)
+floor = re.search(r"the disk floor of a step is ([0-9.e+-]+) s", text)
 pred = ""
 if p_step:
     meas_step = S * int(cfg.split("x")[1]) / tok
@@ -78,6 +79,9 @@ print(f"{cfg} cap {cap} clip {clip}: {tok:,.0f} tok/s, {tflops:.0f} TFLOPS, M {m
       f"engine device {dev.group(1) if dev else '?'} GiB, device peak (NVML) {int(peak_mib) / 1024:.1f} GiB, "
       f"host peak RSS {rss.group(1) if rss else '?'} GiB (planned {rss.group(2) if rss else '?'}), "
       f"start-up {su.group(1) if su else '?'} s, steps {[round(r) for r in rates]}"
-      + (f", GPU busy {busy[-1]} %" if busy else "") + pred)
+      + (f", GPU busy {busy[-1]} %" if busy else "") + pred
+      + (f"; NVMe disk floor {float(floor.group(1)):.2f} s a step, measured step "
+         f"{S * int(cfg.split('x')[1]) / tok:.2f} s: {float(floor.group(1)) / (S * int(cfg.split('x')[1]) / tok):.0%} "
+         f"of the floor's rate" if floor else ""))
 PY
 done
