@@ -287,7 +287,12 @@ EnginePlan make_plan(const PlanRequest& r) {
       else
         p.host.state += UnitState::state_bytes(units[k].numel);
     }
-    p.held = choose_held(units, p.on_device, on_nvme, r.clipping, r.held_units);
+    // With layers on the disk, host memory is what is short and the disk is the step's floor: the
+    // held share (2 B/param, to keep the CPU AdamW busy through the forward) is not taken unless
+    // asked for.
+    const bool any_nvme = std::count(on_nvme.begin(), on_nvme.end(), true) > 0;
+    p.held = choose_held(units, p.on_device, on_nvme, r.clipping,
+                         any_nvme && r.held_units < 0 ? 0 : r.held_units);
     p.held_params = 0;
     p.host.grads =
         r.clipping ? 0 : uint64_t(p.grad_ring_slots) * UnitState::grad_bytes(p.grad_piece, r.dtype);
@@ -302,6 +307,13 @@ EnginePlan make_plan(const PlanRequest& r) {
     p.host.nvme_staging =
         NvmeTier::staging_bytes(units, on_nvme, p.nvme_update_slots, p.nvme_load_slots);
     p.nvme_disk = NvmeTier::disk_bytes(units, on_nvme);
+    // Saving or resuming copies a GPU-resident or NVMe tensor's master, m, v through the host,
+    // one tensor at a time: not held at start, but counted so the host check covers the save.
+    p.host.state_copy = 0;
+    for (size_t k = 0; k < units.size(); ++k)
+      if (p.on_device[k] || on_nvme[k])
+        for (const UnitLayout::Entry& e : units[k].entries)
+          p.host.state_copy = std::max(p.host.state_copy, uint64_t(e.numel) * 12);
     p.nvme_read_bytes = p.nvme_write_bytes = 0;
     for (size_t k = 1; k + 1 < units.size(); ++k)
       if (on_nvme[k]) {
@@ -334,12 +346,6 @@ EnginePlan make_plan(const PlanRequest& r) {
         if (p.host.total() + host_margin(p.host.total()) <= r.host_limit) break;
       }
   }
-  // Saving or resuming copies a GPU-resident tensor's master, m, v through the host, one tensor
-  // at a time: not held at start, but counted so the host check covers the save.
-  for (size_t k = 0; k < units.size(); ++k)
-    if (p.on_device[k] || p.on_nvme[k])
-      for (const UnitLayout::Entry& e : units[k].entries)
-        p.host.state_copy = std::max(p.host.state_copy, uint64_t(e.numel) * 12);
   return p;
 }
 
@@ -405,7 +411,7 @@ std::string EnginePlan::describe() const {
     << gib(host.staging);
   if (host.state_copy)
     o << ", while saving or resuming " << gib(host.state_copy)
-      << " (one GPU-resident tensor's state)";
+      << " (one GPU-resident or NVMe tensor's state)";
   if (host.nvme_staging) o << ", NVMe staging " << gib(host.nvme_staging);
   if (nvme_params) {
     int first = -1, last = -1;
