@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,10 @@ class Engine {
   // Forward only: logits [T, V] for the batch, with the current weights.
   std::vector<float> logits(const Batch& batch);
   int64_t steps_done() const { return step_; }
+  // The NVMe tier's I/O so far (none without the tier).
+  std::optional<NvmeStore::Stats> nvme_stats() const {
+    return nvme_ ? std::optional<NvmeStore::Stats>(nvme_->stats()) : std::nullopt;
+  }
   // With a trace: waits for all work, writes the file, returns one summary line per step.
   std::vector<std::string> finish_trace();
 

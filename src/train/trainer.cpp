@@ -240,6 +240,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   SignalGuard signals;
   double timed_secs = 0;  // the steps after this call's first, whose time the prediction is for
   int64_t timed_steps = 0, timed_tokens = 0;
+  std::optional<NvmeStore::Stats> nvme_at_timing;  // the tier's I/O when the timed steps began
   log << "start-up: "
       << std::chrono::duration<double>(std::chrono::steady_clock::now() - kLaunch).count()
       << " s from launch to the first step (data, plan, allocation, weights)\n";
@@ -256,6 +257,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
       timed_secs += secs;
       ++timed_steps;
       timed_tokens += b.tokens();
+    } else {
+      nvme_at_timing = engine.nvme_stats();
     }
     if (sum.losses.empty()) sum.first_loss = r.loss;
     sum.losses.push_back(r.loss);
@@ -305,6 +308,19 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
       log << "; predicted " << predicted->step_s << " s for steps of " << req.max_tokens
           << " tokens (measured / predicted " << mean / predicted->step_s << ")";
     log << "\n";
+    if (nvme_at_timing) {  // what the disk did in those steps, against the rates measured at start
+      const NvmeStore::Stats now = *engine.nvme_stats();
+      const double rd = double(now.bytes_read - nvme_at_timing->bytes_read);
+      const double wr = double(now.bytes_written - nvme_at_timing->bytes_written);
+      log << "NVMe I/O in those steps: " << rd * 1e-9 / double(timed_steps) << " GB read + "
+          << wr * 1e-9 / double(timed_steps) << " GB written a step, " << (rd + wr) * 1e-9 / timed_secs
+          << " GB/s together (" << now.max_in_flight << " requests in flight at most)";
+      if (disk)
+        log << "; at the rates measured at start they take "
+            << (rd / (disk->read_gbps * 1e9) + wr / (disk->write_gbps * 1e9)) / double(timed_steps)
+            << " s a step";
+      log << "\n";
+    }
   }
 
   // ---- the end: check, evaluate, save ----
