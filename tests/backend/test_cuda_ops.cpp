@@ -332,7 +332,8 @@ TEST(CudaOps, EmbeddingBackwardTileSortMatchesDeviceWideSort) {
 TEST(CudaOps, RmsNorm) {
   SKIP_WITHOUT_CUDA();
   // warp-slot rows (C <= 256: several rows a warp, R not a multiple of the block's rows),
-  // block-wide rows (4096, 5120, 8192), the 2-bf16 path (C % 8 != 0: 4094, 2)
+  // block-wide rows (4096, 5120, 8192; 12288 and 16384: four 8-packs a backward thread), the
+  // 2-bf16 path (C % 8 != 0: 4094, 2)
   for (auto [R, C] : {std::pair<int64_t, int64_t>{1, 2},
                       {7, 64},
                       {33, 128},
@@ -343,7 +344,9 @@ TEST(CudaOps, RmsNorm) {
                       {4099, 128},
                       {37, 5120},
                       {19, 4094},
-                      {3000, 4096}}) {
+                      {3000, 4096},
+                      {9, 12288},
+                      {300, 16384}}) {
     const float eps = 1e-6f;
     std::vector<float> x = round_bf16(randn(R * C, 1.5f)), b = round_bf16(randn(R * C));
     std::vector<float> w = round_bf16(randn(C, 0.5f)), g = round_bf16(randn(R * C));

@@ -24,7 +24,8 @@ namespace {
 constexpr int kBlock = 256;       // threads of a block when slots are <= 32 threads
 constexpr int kFwdMaxSlot = 256;  // threads of one forward slot at most (up to 255 registers)
 constexpr int kBwdMaxSlot = 512;  // threads of one backward slot at most (up to 128 registers)
-constexpr int kMaxC = 8192;       // widest row
+constexpr int kMaxC = 16384;      // widest row (Llama-3.1-405B; Mistral-Large-2's 12288)
+constexpr int kMaxC2 = 8192;      // widest row of the 2-bf16 path (C % 8 != 0)
 // Forward packs a thread at most. Measured on the H200, 2026-12-02, 16384 × 4096 (bench_kernels'
 // variants): 16 (a warp per row, 104 registers) 0.118 ms plain / 0.173 fused; 8: 0.082 / 0.141;
 // 4 (a row per 128 threads, full occupancy): 0.081 / 0.137; 2: 0.081 / 0.136.
@@ -373,6 +374,11 @@ int launch_bwd(const Geometry& g, int64_t R, int64_t max_blocks, size_t smem, cu
     case 2:
       return launch_bwd_v<N, 2>(g, R, max_blocks, smem, st, dx, partial, dout, x, w, rstd, C, acc);
     default:
+      if constexpr (N == 8) {  // rows wider than 8192 (512 threads × 2 packs of 8)
+        if (g.kV == 4)
+          return launch_bwd_v<8, 4>(g, R, max_blocks, smem, st, dx, partial, dout, x, w, rstd, C,
+                                    acc);
+      }
       if constexpr (N == 2) {
         if (g.kV == 4)
           return launch_bwd_v<2, 4>(g, R, max_blocks, smem, st, dx, partial, dout, x, w, rstd, C,
@@ -403,8 +409,9 @@ void check_shapes(const char* op, const Tensor& out, const Tensor& rstd, const T
       out.numel() == x.numel() && out.cols() == C && w.numel() == C && rstd.numel() == x.rows(), op,
       ": shapes do not match out[R,C], rstd[R], x[R,C], w[C]: out ", out.shape_str(), ", rstd ",
       rstd.shape_str(), ", x ", x.shape_str(), ", w ", w.shape_str());
-  SF_CHECK(C % 2 == 0 && C <= kMaxC, op, ": the CUDA RMSNorm needs an even row length of at most ",
-           kMaxC, ", got x ", x.shape_str());
+  SF_CHECK(C % 2 == 0 && C <= kMaxC && (C <= kMaxC2 || C % 8 == 0), op,
+           ": the CUDA RMSNorm needs an even row length of at most ", kMaxC2, ", or a multiple of 8 ",
+           "up to ", kMaxC, "; got x ", x.shape_str());
 }
 
 }  // namespace
