@@ -44,7 +44,7 @@ Backend& backend() {
   static std::unique_ptr<Backend> be = [] {
     CudaBackendOptions o;
     o.max_tokens = 4096;
-    o.hidden = 8192;
+    o.hidden = 16384;  // RMSNorm rows up to 16384
     o.vocab = 151936;
     o.max_heads = 64;
     // 55 dlogits rows a chunk in 14-row F32 sub-chunks at V=151936: several chunks and sub-chunks
