@@ -50,8 +50,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   // A disk's bandwidth alone plans the NVMe tier for another machine (no directory needed);
   // the layers it takes are those --host-memory alone leaves no room for.
   if (c.nvme_bandwidth > 0) req.nvme = true;
-  if (req.nvme && req.nvme_layers < 0)
-    req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/false);
+  if (req.nvme) req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/false);
   RunSetup setup = make_run_setup(c.backend, req);
   const EnginePlan& plan = setup.plan;
   std::cout << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden "
@@ -79,7 +78,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   MachineConstants m = machine_constants(*setup.backend, spec, plan.micro_tokens,
                                          req.max_sample_tokens, file, remeasure, &note);
   std::cout << describe(m) << "\n  " << note << "\n";
-  if (plan.nvme_params > 0) {
+  if (plan.nvme_disk > 0) {
     if (c.nvme_bandwidth > 0) {
       m.nvme_read_gbps = m.nvme_write_gbps = c.nvme_bandwidth;
       std::cout << "NVMe disk: " << c.nvme_bandwidth << " GB/s read and write (given)\n";

@@ -306,7 +306,14 @@ void Engine::forward_layers(bool save_checkpoints) {
       be_.record(*act_ready_[i % 2], *compute_);
       be_.wait(*d2h_, *act_ready_[i % 2]);
       Event* t = tmark(*d2h_);
-      be_.copy(ckpt_[size_t(i)], x.data, x.bytes(), *d2h_);
+      if (nvme_ckpt_) {  // into its staging slot, then written to the disk
+        NvmeCheckpoints* c = nvme_ckpt_.get();
+        const uint64_t bytes = x.bytes();
+        be_.copy(c->slot_for_offload(i), x.data, bytes, *d2h_);
+        be_.host_callback(*d2h_, [c, i, bytes] { c->offloaded(i, bytes); });
+      } else {
+        be_.copy(ckpt_[size_t(i)], x.data, x.bytes(), *d2h_);
+      }
       tspan(TraceTrack::kCheckpointD2H, "checkpoint L" + std::to_string(i), t, *d2h_, x.bytes());
       be_.record(*act_saved_[i % 2], *d2h_);
       // y overwrites x_{i-1}: its offload must be done.
@@ -366,7 +373,15 @@ StepResult Engine::step(const Batch& batch, float lr) {
   auto restore = [&](int j) {  // brings x_j back into restore_[j % 2]
     be_.wait(*h2d_, *restore_free_[j % 2]);
     Event* t = tmark(*h2d_);
-    be_.copy(restore_[j % 2].data, ckpt_[size_t(j)], restore_[j % 2].bytes(), *h2d_);
+    const uint64_t bytes = restore_[j % 2].bytes();
+    if (nvme_ckpt_) {  // from its staging slot (read from the disk unless still there)
+      NvmeCheckpoints* c = nvme_ckpt_.get();
+      be_.copy(restore_[j % 2].data, c->restore_source(j, bytes), bytes, *h2d_);
+      be_.host_callback(*h2d_, [c, j] { c->restored(j); });
+      for (int k = 1; k <= 2; ++k) c->prefetch(j - k, bytes);  // the next restores' reads
+    } else {
+      be_.copy(restore_[j % 2].data, ckpt_[size_t(j)], bytes, *h2d_);
+    }
     tspan(TraceTrack::kH2D, "restore L" + std::to_string(j), t, *h2d_, restore_[j % 2].bytes());
     be_.record(*restored_[j % 2], *h2d_);
   };

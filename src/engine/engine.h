@@ -25,6 +25,7 @@
 #include "engine/grad_ring.h"
 #include "engine/unit_state.h"
 #include "engine/micro_batch.h"
+#include "engine/nvme_checkpoints.h"
 #include "engine/nvme_tier.h"
 #include "engine/plan.h"
 #include "engine/trace.h"
@@ -54,6 +55,7 @@ struct EngineOptions {
   std::string nvme_dir;
   std::vector<bool> on_nvme;
   int nvme_layers = -1;
+  int nvme_checkpoints = -1;  // the activation checkpoints there: 1, 0, -1 (PlanRequest's)
 };
 
 struct StepResult {
@@ -119,10 +121,8 @@ class Engine {
   // Forward only: logits [T, V] for the batch, with the current weights.
   std::vector<float> logits(const Batch& batch);
   int64_t steps_done() const { return step_; }
-  // The NVMe tier's I/O so far (none without the tier).
-  std::optional<NvmeStore::Stats> nvme_stats() const {
-    return nvme_ ? std::optional<NvmeStore::Stats>(nvme_->stats()) : std::nullopt;
-  }
+  // The NVMe I/O so far, the state's and the checkpoints' together (none without either).
+  std::optional<NvmeStore::Stats> nvme_stats() const;
   // With a trace: waits for all work, writes the file, returns one summary line per step.
   std::vector<std::string> finish_trace();
 
@@ -184,6 +184,7 @@ class Engine {
   Buffer host_grads_, host_batch_, dev_;
   std::vector<std::unique_ptr<UnitState>> host_;
   std::unique_ptr<NvmeTier> nvme_;  // before the worker, which uses it: destroyed after it
+  std::unique_ptr<NvmeCheckpoints> nvme_ckpt_;  // the checkpoints on NVMe (else ckpt_)
   std::unique_ptr<UpdateWorker> worker_;
   std::string cpu_placement_;
   std::unique_ptr<Stream> compute_, h2d_, d2h_, grad_d2h_;
@@ -200,7 +201,7 @@ class Engine {
   std::vector<Micro> micro_;
   Tensor act_[2], restore_[2], grad_, loss_sum_;
   std::unique_ptr<Event> act_ready_[2], act_saved_[2], restored_[2], restore_free_[2];
-  std::vector<char*> ckpt_;  // host checkpoint of each layer's input
+  std::vector<char*> ckpt_;  // host checkpoint of each layer's input (none when on NVMe)
   float* host_loss_ = nullptr;
   double* host_sumsq_ = nullptr;  // per unit: the GPU-resident units' Σ g², read back
   int64_t* host_nonfinite_ = nullptr;  // per unit: a device update's non-finite count, read back

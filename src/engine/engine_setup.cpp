@@ -50,10 +50,11 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   req.nvme = !opt_.nvme_dir.empty();
   req.nvme_layers = opt_.nvme_layers;
   req.on_nvme = opt_.on_nvme;
-  if (req.nvme && req.on_nvme.empty() && req.nvme_layers < 0)
+  req.nvme_checkpoints = opt_.nvme_checkpoints;
+  if (req.nvme)
     req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
   plan_ = make_plan(req);
-  SF_CHECK(plan_.nvme_params == 0 || req.nvme, "engine: the plan puts units on NVMe but no ",
+  SF_CHECK((plan_.nvme_params == 0 && !plan_.ckpt_on_nvme) || req.nvme, "engine: the plan puts units on NVMe but no ",
            "--nvme-dir was given");
   opt_.window = plan_.window;
   const size_t dsz = dtype_size(dt_);
@@ -94,7 +95,8 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
       host_units.push_back(u);
       sizes.push_back(bytes);
     }
-    for (int i = 0; i < L; ++i) sizes.push_back(size_t(T * C) * dsz);
+    const int host_ckpts = plan_.ckpt_on_nvme ? 0 : L;
+    for (int i = 0; i < host_ckpts; ++i) sizes.push_back(size_t(T * C) * dsz);
     std::vector<Buffer> bufs = alloc_pinned(be_, sizes, "master weights, Adam state, checkpoints");
     for (size_t k = 0; k < host_units.size(); ++k) {
       UnitState& h = *host_[host_units[k]];
@@ -107,7 +109,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
       }
       host_state_.push_back(std::move(bufs[k]));
     }
-    for (int i = 0; i < L; ++i) {
+    for (int i = 0; i < host_ckpts; ++i) {
       host_ckpt_.push_back(std::move(bufs[host_units.size() + size_t(i)]));
       ckpt_.push_back(static_cast<char*>(host_ckpt_.back().data()));
     }
@@ -170,6 +172,9 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     nvme_ = std::make_unique<NvmeTier>(be_, opt_.nvme_dir, layouts, plan_.on_nvme,
                                        plan_.nvme_update_slots, plan_.nvme_load_slots, order);
   }
+  if (plan_.ckpt_on_nvme)
+    nvme_ckpt_ = std::make_unique<NvmeCheckpoints>(be_, opt_.nvme_dir, L, uint64_t(T * C) * dsz,
+                                                   plan_.ckpt_slots);
   std::vector<UnitState*> units;
   for (auto& h : host_) units.push_back(h.get());
   worker_ = std::make_unique<UpdateWorker>(units, dt_, opt_.adamw, opt_.max_grad_norm,
@@ -209,6 +214,19 @@ Engine::~Engine() {
   } catch (...) {
   }
   worker_.reset();
+}
+
+std::optional<NvmeStore::Stats> Engine::nvme_stats() const {
+  if (!nvme_ && !nvme_ckpt_) return std::nullopt;
+  NvmeStore::Stats total;
+  for (const NvmeStore::Stats& s : {nvme_ ? nvme_->stats() : NvmeStore::Stats{},
+                                    nvme_ckpt_ ? nvme_ckpt_->stats() : NvmeStore::Stats{}}) {
+    total.requests += s.requests;
+    total.bytes_read += s.bytes_read;
+    total.bytes_written += s.bytes_written;
+    total.max_in_flight = std::max(total.max_in_flight, s.max_in_flight);
+  }
+  return total;
 }
 
 void Engine::sync_state() {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "engine/host_check.h"
+#include "engine/nvme_checkpoints.h"
 #include "engine/nvme_tier.h"
 #include "engine/unit_state.h"
 #include "model/layer.h"
@@ -37,6 +38,9 @@ constexpr int64_t kSaturatingTokens = 16384;
 // The NVMe tier's update slots: the unit being updated, the next one read ahead, the last one
 // being written back (each a layer's 12 B/param: 2.6 GB for the 8B layer).
 constexpr int kNvmeUpdateSlots = 3;
+// Staging slots of the checkpoints on NVMe: the offload being filled, two writes behind it and a
+// read ahead of the restore in the backward.
+constexpr int kNvmeCheckpointSlots = 4;
 
 struct Sized {
   DeviceBytes device;
@@ -271,12 +275,13 @@ EnginePlan make_plan(const PlanRequest& r) {
     p.params += units[k].numel;
     if (p.on_device[k]) p.device_params += units[k].numel;
   }
-  p.host.checkpoints = uint64_t(L) * uint64_t(T * r.spec.hidden) * dtype_size(r.dtype);
+  const uint64_t ckpt_bytes = uint64_t(T * r.spec.hidden) * dtype_size(r.dtype);
   // Staging: the batch, the loss (256 B), then per unit a sum of squares and a count of the
   // weights a device update left non-finite (the GPU-resident units' values read back).
   p.host.staging = uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 16;
-  // The state and gradients with the bottom `n` layers' state on NVMe.
-  auto place = [&](const std::vector<bool>& on_nvme) {
+  // The state and gradients with the bottom `n` layers' state on NVMe, the checkpoints there too
+  // with `ckpt`.
+  auto place = [&](const std::vector<bool>& on_nvme, bool ckpt) {
     p.on_nvme = on_nvme;
     p.nvme_params = 0;
     p.host.state = 0;
@@ -307,6 +312,11 @@ EnginePlan make_plan(const PlanRequest& r) {
     p.host.nvme_staging =
         NvmeTier::staging_bytes(units, on_nvme, p.nvme_update_slots, p.nvme_load_slots);
     p.nvme_disk = NvmeTier::disk_bytes(units, on_nvme);
+    p.ckpt_on_nvme = ckpt && L > 0;
+    p.ckpt_slots = p.ckpt_on_nvme ? std::min(kNvmeCheckpointSlots, L) : 0;
+    p.host.checkpoints = p.ckpt_on_nvme ? NvmeCheckpoints::staging_bytes(ckpt_bytes, p.ckpt_slots)
+                                        : uint64_t(L) * ckpt_bytes;
+    if (p.ckpt_on_nvme) p.nvme_disk += NvmeCheckpoints::disk_bytes(L, ckpt_bytes);
     // Saving or resuming copies a GPU-resident or NVMe tensor's master, m, v through the host,
     // one tensor at a time: not held at start, but counted so the host check covers the save.
     p.host.state_copy = 0;
@@ -322,29 +332,40 @@ EnginePlan make_plan(const PlanRequest& r) {
         p.nvme_read_bytes += (reloaded ? 8.0 : 4.0) * n + 12.0 * n;
         p.nvme_write_bytes += 12.0 * n;
       }
+    if (p.ckpt_on_nvme) {  // every layer's input written; read back but for the last slots' worth
+      p.nvme_write_bytes += double(L) * double(ckpt_bytes);
+      p.nvme_read_bytes += double(std::max(0, L - p.ckpt_slots)) * double(ckpt_bytes);
+    }
   };
   auto bottom = [&](int n) {
     std::vector<bool> v(units.size(), false);
     for (int i = 0; i < n; ++i) v[size_t(1 + i)] = !p.on_device[size_t(1 + i)];
     return v;
   };
+  SF_CHECK(r.nvme || r.nvme_checkpoints <= 0, "plan: checkpoints on NVMe need an --nvme-dir");
+  const auto fits_host = [&] {
+    return r.host_limit == 0 || p.host.total() + host_margin(p.host.total()) <= r.host_limit;
+  };
   if (!r.on_nvme.empty()) {
     SF_CHECK(r.on_nvme.size() == units.size(), "plan: on_nvme names ", r.on_nvme.size(),
              " units, the model has ", units.size());
-    place(r.on_nvme);
+    place(r.on_nvme, r.nvme_checkpoints > 0);
   } else if (r.nvme && r.nvme_layers >= 0) {
     SF_CHECK(r.nvme_layers <= L, "nvme_layers is ", r.nvme_layers, " but the model has ", L,
              " layers: use at most ", L, ", or -1 for the fewest the host memory needs");
-    place(bottom(r.nvme_layers));
+    place(bottom(r.nvme_layers), r.nvme_checkpoints > 0);
+    if (r.nvme_checkpoints < 0 && !fits_host()) place(bottom(r.nvme_layers), true);
   } else {
-    place(bottom(0));
-    // The fewest layers on NVMe that bring the host total within the limit; all of them where
-    // none does (the host check then refuses, saying what is needed).
-    if (r.nvme && r.host_limit > 0)
+    place(bottom(0), r.nvme_checkpoints > 0);
+    // Where the host limit needs it: the checkpoints first (if not said), then the fewest layers
+    // on NVMe; all of them where nothing fits (the host check then refuses, saying what is needed).
+    if (r.nvme && r.host_limit > 0 && !fits_host()) {
+      const bool ckpt = r.nvme_checkpoints != 0;
       for (int n = 0; n <= L; ++n) {
-        place(bottom(n));
-        if (p.host.total() + host_margin(p.host.total()) <= r.host_limit) break;
+        place(bottom(n), ckpt);
+        if (fits_host()) break;
       }
+    }
   }
   return p;
 }
@@ -405,25 +426,35 @@ std::string EnginePlan::describe() const {
     if (held_params) o << "; held, updated in forward order behind the ring: " << held_names();
     o << ")";
   }
-  o
-    << ", activation checkpoints " << gib(host.checkpoints) << " (" << layers << " layers × "
-    << max_tokens << " tokens × " << hidden << " × " << dtype_bytes << " B), batch staging "
-    << gib(host.staging);
+  o << ", activation checkpoints " << gib(host.checkpoints);
+  if (ckpt_on_nvme)
+    o << " (" << ckpt_slots << " staging slots of the checkpoints on NVMe)";
+  else
+    o << " (" << layers << " layers × " << max_tokens << " tokens × " << hidden << " × "
+      << dtype_bytes << " B)";
+  o << ", batch staging " << gib(host.staging);
   if (host.state_copy)
     o << ", while saving or resuming " << gib(host.state_copy)
       << " (one GPU-resident or NVMe tensor's state)";
   if (host.nvme_staging) o << ", NVMe staging " << gib(host.nvme_staging);
-  if (nvme_params) {
-    int first = -1, last = -1;
-    for (size_t k = 1; k + 1 < on_nvme.size(); ++k)
-      if (on_nvme[k]) {
-        if (first < 0) first = int(k) - 1;
-        last = int(k) - 1;
-      }
-    o << "\n  NVMe: the state of layers " << first << "-" << last << " (" << nvme_params
-      << " parameters × 12 B) on disk, " << gib(nvme_disk) << "; " << nvme_update_slots
-      << " update slots and " << nvme_load_slots << " load slots of pinned staging; per step "
-      << nvme_read_bytes * 1e-9 << " GB read, " << nvme_write_bytes * 1e-9 << " GB written";
+  if (nvme_disk) {
+    o << "\n  NVMe: " << gib(nvme_disk) << " on disk —";
+    if (nvme_params) {
+      int first = -1, last = -1;
+      for (size_t k = 1; k + 1 < on_nvme.size(); ++k)
+        if (on_nvme[k]) {
+          if (first < 0) first = int(k) - 1;
+          last = int(k) - 1;
+        }
+      o << " the state of layers " << first << "-" << last << " (" << nvme_params
+        << " parameters × 12 B) through " << nvme_update_slots << " update slots and "
+        << nvme_load_slots << " load slots of pinned staging;";
+    }
+    if (ckpt_on_nvme)
+      o << " the activation checkpoints (" << layers << " layers × " << max_tokens << " tokens × "
+        << hidden << " × " << dtype_bytes << " B);";
+    o << " per step " << nvme_read_bytes * 1e-9 << " GB read, " << nvme_write_bytes * 1e-9
+      << " GB written";
   }
   return o.str();
 }

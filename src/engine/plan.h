@@ -61,6 +61,9 @@ struct PlanRequest {
   int nvme_layers = -1;
   uint64_t host_limit = 0;     // host bytes the plan may take (the budget less what is held)
   std::vector<bool> on_nvme;   // non-empty: exactly these units (a plan made earlier)
+  // The activation checkpoints on NVMe too: 1 yes, 0 no, -1 where the host limit needs it (tried
+  // before any layer's state: 2 B of disk traffic per byte of host freed, against the state's 3).
+  int nvme_checkpoints = -1;
 };
 
 struct DeviceBytes {
@@ -110,7 +113,11 @@ struct EnginePlan {
   std::vector<bool> on_nvme;
   int64_t nvme_params = 0;
   int nvme_update_slots = 0, nvme_load_slots = 0;
-  uint64_t nvme_disk = 0;                              // bytes of the scratch file
+  uint64_t nvme_disk = 0;                              // bytes of the scratch files
+  // The activation checkpoints on NVMe (engine/nvme_checkpoints.h): host.checkpoints is then
+  // ckpt_slots staging buffers of one layer's checkpoint.
+  bool ckpt_on_nvme = false;
+  int ckpt_slots = 0;
   double nvme_read_bytes = 0, nvme_write_bytes = 0;    // per step
   int64_t layers = 0, hidden = 0;
   size_t dtype_bytes = 0;  // the compute dtype's size

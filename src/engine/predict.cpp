@@ -217,7 +217,7 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
   p.adam_s = p.host_params / m.adam_copy_params_per_s;
   p.disk_read_bytes = plan.nvme_read_bytes;
   p.disk_write_bytes = plan.nvme_write_bytes;
-  if (plan.nvme_params > 0) {
+  if (plan.nvme_disk > 0) {
     SF_CHECK(m.nvme_read_gbps > 0 && m.nvme_write_gbps > 0,
              "predict: the plan has an NVMe tier but the disk's bandwidth is unknown");
     p.disk_s = p.disk_read_bytes / (m.nvme_read_gbps * 1e9) +

@@ -87,6 +87,7 @@ const std::vector<std::string> kSchedules = {"constant", "constant_with_warmup",
 const std::vector<std::string> kDtypes = {"bf16", "f32"};
 const std::vector<std::string> kBackends = {"auto", "cpu", "cuda"};
 const std::vector<std::string> kDeviceOptimizer = {"auto", "off", "all"};
+const std::vector<std::string> kNvmeCheckpoints = {"auto", "on", "off"};
 const std::vector<std::string> kReports = {"none", "tensorboard"};
 const std::vector<std::string> kThinking = {"auto", "true", "false"};
 const std::vector<std::string> kOverflow = {"chunk", "truncate"};
@@ -353,6 +354,13 @@ std::vector<OptionSpec> make_options() {
        "integer in [-1, 2^20]", {}, "engine",
        SF_SET { c.nvme_layers = parse_int(v, w, -1, int64_t(1) << 20); },
        SF_GET { return std::to_string(c.nvme_layers); }},
+      {"nvme_checkpoints", {}, Type::kEnum,
+       "with nvme_dir: the layers' activation checkpoints on the disk too (written in the forward, "
+       "read back for the backward through a few pinned slots): auto (where host_memory needs it, "
+       "before any layer's state), on, off",
+       "", kNvmeCheckpoints, "engine",
+       SF_SET { c.nvme_checkpoints = pick(v, w, kNvmeCheckpoints); },
+       SF_GET { return c.nvme_checkpoints; }},
       {"nvme_bandwidth", {}, Type::kFloat,
        "the disk's read and write rate in GB/s for the plan's prediction (`plan` on a "
        "hypothetical host: implies the tier without nvme_dir); 0: measured in nvme_dir",

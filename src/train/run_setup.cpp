@@ -57,7 +57,8 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   req.held_units = int(c.held_gradients);
   req.nvme = !c.nvme_dir.empty();
   req.nvme_layers = int(c.nvme_layers);
-  if (req.nvme && req.nvme_layers < 0)
+  req.nvme_checkpoints = c.nvme_checkpoints == "on" ? 1 : c.nvme_checkpoints == "off" ? 0 : -1;
+  if (req.nvme)
     req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/true);
   req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff
                          : c.device_optimizer == "all" ? DeviceOptimizer::kAll

@@ -137,6 +137,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.held_units = int(c.held_gradients);
   opt.nvme_dir = c.nvme_dir.string();
   opt.on_nvme = setup.plan.on_nvme;
+  opt.nvme_checkpoints = setup.plan.ckpt_on_nvme ? 1 : 0;
   opt.trace_path = c.trace.string();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
@@ -146,7 +147,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   // The NVMe tier's disk, measured in its directory: the prediction's disk rates and the floor
   // the step is reported against.
   std::optional<NvmeBandwidth> disk;
-  if (engine.plan().nvme_params > 0) {
+  if (engine.plan().nvme_disk > 0) {
     disk = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
     const double floor = engine.plan().nvme_read_bytes / (disk->read_gbps * 1e9) +
                          engine.plan().nvme_write_bytes / (disk->write_gbps * 1e9);

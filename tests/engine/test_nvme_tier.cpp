@@ -59,6 +59,38 @@ TEST(EngineNvme, IsBitIdenticalWithTheHostRun) {
   fs::remove_all(scratch);
 }
 
+// The activation checkpoints on NVMe, alone and with layers' state there: the same bits.
+TEST(EngineNvme, CheckpointsOnDiskAreBitIdentical) {
+  SF_SKIP_WITHOUT_IO_URING();
+  const fs::path scratch = scratch_dir("ckpt");
+  const fs::path dir = tiny_model("nvme_ckpt", "qwen3", false);
+  for (float clip : {0.0f, 1.0f})
+    for (int window : {1, 2}) {
+      EngineOptions host_opt = run_options(window, clip);
+      host_opt.grad_piece = 1000;
+      const TrainRun host = train(dir, host_opt, 4, /*whole=*/true);
+      for (int layers : {0, 2}) {
+        EngineOptions o = on_nvme(window, clip, layers, scratch);
+        o.nvme_checkpoints = 1;
+        const TrainRun disk = train(dir, o, 4, /*whole=*/true);
+        EXPECT_EQ(disk.losses, host.losses) << "clip " << clip << " window " << window;
+        EXPECT_EQ(disk.weights, host.weights) << "clip " << clip << " window " << window;
+      }
+    }
+  auto be = make_cpu_backend();
+  const ModelSpec spec = load_model_spec(dir);
+  EngineOptions o = on_nvme(2, 0.0f, 0, scratch);
+  o.nvme_checkpoints = 1;
+  Engine e(*be, spec, o);
+  EXPECT_TRUE(e.plan().ckpt_on_nvme);
+  EXPECT_EQ(e.plan().nvme_params, 0);
+  EXPECT_LT(e.plan().host.checkpoints, uint64_t(spec.layers) * 64 * uint64_t(spec.hidden) * 4);
+  EXPECT_NE(e.plan().describe().find("the activation checkpoints ("), std::string::npos)
+      << e.plan().describe();
+  EXPECT_TRUE(fs::is_empty(scratch));
+  fs::remove_all(scratch);
+}
+
 TEST(EngineNvme, EvaluationGradientsAndPlanAgree) {
   SF_SKIP_WITHOUT_IO_URING();
   const fs::path scratch = scratch_dir("agree");
@@ -77,7 +109,7 @@ TEST(EngineNvme, EvaluationGradientsAndPlanAgree) {
                 UnitState::state_bytes(disk.layout(2).numel));
   EXPECT_GT(p.host.nvme_staging, 0u);
   EXPECT_GE(p.nvme_disk, uint64_t(p.nvme_params) * 12);
-  EXPECT_NE(p.describe().find("NVMe: the state of layers 0-1"), std::string::npos)
+  EXPECT_NE(p.describe().find("the state of layers 0-1 ("), std::string::npos)
       << p.describe();
   for (int s = 0; s < 3; ++s) {
     const Batch b = random_batch(uint64_t(s), spec.vocab, {13, 21, 7});
@@ -157,6 +189,8 @@ TEST(EngineNvme, PlanTakesTheFewestBottomLayersTheHostLimitNeeds) {
   EXPECT_EQ(all_host.nvme_params, 0);
   r.nvme = true;
   EXPECT_EQ(make_plan(r).nvme_params, 0) << "no limit: nothing needs the disk";
+  EXPECT_FALSE(make_plan(r).ckpt_on_nvme);
+  r.nvme_checkpoints = 0;  // the layers' state alone, as the rest of this test checks
   // The limit twelve layers on the disk meet (the staging slots cost some of what they free).
   r.nvme_layers = 12;
   const EnginePlan four = make_plan(r);
@@ -183,6 +217,19 @@ TEST(EngineNvme, PlanTakesTheFewestBottomLayersTheHostLimitNeeds) {
   EXPECT_GT(every.nvme_read_bytes, every.nvme_write_bytes);
   r.clipping = true;
   for (bool h : make_plan(r).held) EXPECT_TRUE(h);
+  // Auto: where the checkpoints on disk are enough, no layer's state goes there.
+  r.clipping = false;
+  r.nvme_layers = -1;
+  r.held_units = -1;
+  r.nvme_checkpoints = 1;
+  r.host_limit = 0;
+  const EnginePlan ckpt = make_plan(r);
+  ASSERT_EQ(ckpt.nvme_params, 0);
+  r.nvme_checkpoints = -1;
+  r.host_limit = ckpt.host.total() + host_margin(ckpt.host.total());
+  const EnginePlan chosen = make_plan(r);
+  EXPECT_TRUE(chosen.ckpt_on_nvme);
+  EXPECT_EQ(chosen.nvme_params, 0);
   r.nvme_layers = 25;
   EXPECT_THROW(make_plan(r), Error);
 }

@@ -1,0 +1,180 @@
+#include "engine/nvme_checkpoints.h"
+
+#include "core/error.h"
+
+namespace sf {
+
+namespace {
+
+constexpr uint64_t kAlign = NvmeStore::kAlignment;
+uint64_t round_up(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+struct NvmeCheckpoints::Slot {
+  char* buf = nullptr;
+  int layer = -1;        // whose checkpoint it holds, is filling, reading or writing
+  bool valid = false;    // the buffer holds that layer's checkpoint
+  bool filling = false;  // a D2H offload into it has not reported yet
+  bool io = false;       // a read or write of it is in flight
+  bool writing = false;  // that I/O is the offload's write
+  bool waiting = false;  // a thread is in NvmeStore::wait for it
+  NvmeStore::Ticket ticket = 0;
+  int pins = 0;  // restores copying from it
+};
+
+uint64_t NvmeCheckpoints::staging_bytes(uint64_t bytes, int slots) {
+  return uint64_t(slots) * round_up(bytes) + kAlign;
+}
+
+uint64_t NvmeCheckpoints::disk_bytes(int layers, uint64_t bytes) {
+  return uint64_t(layers) * round_up(bytes);
+}
+
+NvmeCheckpoints::NvmeCheckpoints(Backend& be, const std::filesystem::path& dir, int layers,
+                                 uint64_t bytes, int slots)
+    : slot_bytes_(round_up(bytes)) {
+  SF_CHECK(layers >= 1 && slots >= 2 && bytes > 0, "NVMe checkpoints: ", layers, " layers, ",
+           slots, " slots of ", bytes, " bytes");
+  staging_ = be.alloc(MemoryKind::kPinnedHost, staging_bytes(bytes, slots),
+                      "NVMe checkpoint staging");
+  char* p = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(staging_.data())));
+  slots_.resize(size_t(slots));
+  for (Slot& s : slots_) {
+    s.buf = p;
+    p += slot_bytes_;
+  }
+  store_ = std::make_unique<NvmeStore>(dir);
+  for (int l = 0; l < layers; ++l) regions_.push_back(store_->alloc(slot_bytes_));
+}
+
+NvmeCheckpoints::~NvmeCheckpoints() {
+  std::unique_lock lk(mu_);
+  for (Slot& s : slots_) {
+    try {
+      settle(lk, s);
+    } catch (...) {  // reported where it happened
+    }
+  }
+}
+
+void NvmeCheckpoints::throw_if_broken() const {
+  if (!error_.empty()) throw Error(error_);
+}
+
+void NvmeCheckpoints::settle(std::unique_lock<std::mutex>& lk, Slot& s) {
+  while (s.io) {
+    if (s.waiting) {
+      cv_.wait(lk);
+      continue;
+    }
+    s.waiting = true;
+    const NvmeStore::Ticket t = s.ticket;
+    lk.unlock();
+    std::string failure;
+    try {
+      store_->wait(t);
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+    lk.lock();
+    s.waiting = false;
+    s.io = false;
+    if (failure.empty()) {
+      s.valid = true;  // a read has filled it, or a write has left it as it was
+    } else if (error_.empty()) {
+      error_ = failure;
+    }
+    cv_.notify_all();
+  }
+  throw_if_broken();
+}
+
+void NvmeCheckpoints::make_free(std::unique_lock<std::mutex>& lk, Slot& s) {
+  for (;;) {
+    throw_if_broken();
+    if (s.filling || s.pins > 0) {
+      cv_.wait(lk);
+      continue;
+    }
+    settle(lk, s);
+    if (!s.filling && s.pins == 0 && !s.io) break;
+  }
+  s.layer = -1;
+  s.valid = false;
+}
+
+void NvmeCheckpoints::issue_read(Slot& s, int layer, uint64_t bytes) {
+  s.layer = layer;
+  s.valid = false;
+  s.io = true;
+  s.writing = false;
+  s.ticket = store_->read(regions_[size_t(layer)], 0, s.buf, round_up(bytes));
+}
+
+void* NvmeCheckpoints::slot_for_offload(int layer) {
+  std::unique_lock lk(mu_);
+  Slot& s = slots_[size_t(layer) % slots_.size()];
+  make_free(lk, s);
+  s.layer = layer;
+  s.filling = true;
+  return s.buf;
+}
+
+void NvmeCheckpoints::offloaded(int layer, uint64_t bytes) {
+  {
+    std::lock_guard lk(mu_);
+    Slot& s = slots_[size_t(layer) % slots_.size()];
+    s.filling = false;
+    s.valid = true;
+    try {
+      s.ticket = store_->write(regions_[size_t(layer)], 0, s.buf, round_up(bytes));
+      s.io = true;
+      s.writing = true;
+    } catch (const Error& e) {
+      if (error_.empty()) error_ = e.what();
+    }
+  }
+  cv_.notify_all();
+}
+
+void NvmeCheckpoints::prefetch(int layer, uint64_t bytes) {
+  if (layer < 0) return;
+  std::unique_lock lk(mu_);
+  if (!error_.empty()) return;
+  Slot& s = slots_[size_t(layer) % slots_.size()];
+  if (s.layer == layer) return;  // already there, or on its way
+  if (s.filling || s.pins > 0 || s.waiting || (s.io && !store_->done(s.ticket))) return;
+  try {
+    settle(lk, s);  // done: returns at once
+    issue_read(s, layer, bytes);
+  } catch (const Error&) {  // kept in error_ where it is the store's; thrown by restore_source
+  }
+}
+
+const void* NvmeCheckpoints::restore_source(int layer, uint64_t bytes) {
+  std::unique_lock lk(mu_);
+  throw_if_broken();
+  Slot& s = slots_[size_t(layer) % slots_.size()];
+  if (s.layer != layer) {  // neither still here from the forward nor read ahead
+    make_free(lk, s);
+    issue_read(s, layer, bytes);
+  }
+  cv_.wait(lk, [&] { return !s.filling || !error_.empty(); });  // the forward's offload
+  throw_if_broken();
+  if (s.io && !s.writing) settle(lk, s);  // a write in flight leaves the buffer as it is
+  SF_CHECK(s.valid && !s.filling, "internal: checkpoint of layer ", layer, " not in its slot");
+  s.pins++;
+  return s.buf;
+}
+
+void NvmeCheckpoints::restored(int layer) {
+  {
+    std::lock_guard lk(mu_);
+    Slot& s = slots_[size_t(layer) % slots_.size()];
+    if (s.pins > 0) --s.pins;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace sf
