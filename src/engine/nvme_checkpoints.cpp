@@ -1,6 +1,7 @@
 #include "engine/nvme_checkpoints.h"
 
 #include "core/error.h"
+#include "engine/nvme_settle.h"
 
 namespace sf {
 
@@ -63,31 +64,8 @@ void NvmeCheckpoints::throw_if_broken() const {
 }
 
 void NvmeCheckpoints::settle(std::unique_lock<std::mutex>& lk, Slot& s) {
-  while (s.io) {
-    if (s.waiting) {
-      cv_.wait(lk);
-      continue;
-    }
-    s.waiting = true;
-    const NvmeStore::Ticket t = s.ticket;
-    lk.unlock();
-    std::string failure;
-    try {
-      store_->wait(t);
-    } catch (const Error& e) {
-      failure = e.what();
-    }
-    lk.lock();
-    s.waiting = false;
-    s.io = false;
-    if (failure.empty()) {
-      s.valid = true;  // a read has filled it, or a write has left it as it was
-    } else if (error_.empty()) {
-      error_ = failure;
-    }
-    cv_.notify_all();
-  }
-  throw_if_broken();
+  // A read has filled the slot, or a write has left it as it was.
+  if (settle_nvme_slot(*store_, lk, cv_, s, error_)) s.valid = true;
 }
 
 void NvmeCheckpoints::make_free(std::unique_lock<std::mutex>& lk, Slot& s) {

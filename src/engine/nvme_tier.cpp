@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "engine/nvme_settle.h"
 
 namespace sf {
 
@@ -108,27 +109,7 @@ void NvmeTier::throw_if_broken() const {
 }
 
 void NvmeTier::settle(std::unique_lock<std::mutex>& lk, Slot& s) {
-  while (s.io) {
-    if (s.waiting) {
-      cv_.wait(lk);
-      continue;
-    }
-    s.waiting = true;
-    const NvmeStore::Ticket t = s.ticket;
-    lk.unlock();
-    std::string failure;
-    try {
-      store_->wait(t);
-    } catch (const Error& e) {
-      failure = e.what();
-    }
-    lk.lock();
-    s.waiting = false;
-    s.io = false;
-    if (!failure.empty() && error_.empty()) error_ = failure;
-    cv_.notify_all();
-  }
-  throw_if_broken();
+  settle_nvme_slot(*store_, lk, cv_, s, error_);
 }
 
 NvmeTier::Slot* NvmeTier::find(std::vector<Slot>& pool, int u) {

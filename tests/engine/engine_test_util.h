@@ -84,6 +84,24 @@ inline TrainRun train(const fs::path& dir, const EngineOptions& opt, int steps, 
   return r;
 }
 
+// Every tensor's master, m and v, in visit order (what a resumable checkpoint holds).
+inline std::vector<std::vector<float>> copy_state(Engine& e) {
+  std::vector<std::vector<float>> saved;
+  e.visit_state([&](const TensorState& t) {
+    for (const float* a : {t.master, t.m, t.v}) saved.emplace_back(a, a + t.numel);
+  });
+  return saved;
+}
+
+// Writes copy_state's values back (a resume of a run that did `steps` optimizer steps).
+inline void load_state(Engine& e, const std::vector<std::vector<float>>& saved, int64_t steps) {
+  size_t k = 0;
+  e.visit_state([&](const TensorState& t) {
+    for (float* a : {t.master, t.m, t.v}) std::copy(saved[k].begin(), saved[k].end(), a), ++k;
+  });
+  e.set_steps_done(steps);
+}
+
 inline TrainRun train(const fs::path& dir, int window, float max_grad_norm, int steps,
                       int64_t micro_tokens = 0, int64_t grad_piece = 0) {
   EngineOptions opt = run_options(window, max_grad_norm);

@@ -88,16 +88,10 @@ TEST(DeviceOptimizer, StateRoundTripContinuesBitIdentically) {
     load_model_weights(e, dir);
     for (int s = 0; s < 3; ++s)
       losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
-    e.visit_state([&](const TensorState& t) {
-      for (const float* a : {t.master, t.m, t.v}) saved.emplace_back(a, a + t.numel);
-    });
+    saved = copy_state(e);
   }
   Engine e(*be, spec, with(DeviceOptimizer::kOff, 0.0f));  // a host-only run resumes it
-  size_t k = 0;
-  e.visit_state([&](const TensorState& t) {
-    for (float* a : {t.master, t.m, t.v}) std::copy(saved[k].begin(), saved[k].end(), a), ++k;
-  });
-  e.set_steps_done(3);
+  load_state(e, saved, 3);
   for (int s = 3; s < 5; ++s)
     losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
   EXPECT_EQ(losses, whole.losses);

@@ -158,11 +158,7 @@ TEST(EngineNvme, StateRoundTripsThroughCheckpointsBothWays) {
       });
     }
     Engine e(*be, spec, from_disk ? run_options(2, 0.0f) : on_nvme(2, 0.0f, 5, scratch));
-    size_t k = 0;
-    e.visit_state([&](const TensorState& t) {
-      for (float* a : {t.master, t.m, t.v}) std::copy(saved[k].begin(), saved[k].end(), a), ++k;
-    });
-    e.set_steps_done(3);
+    load_state(e, saved, 3);
     for (int s = 3; s < 5; ++s)
       losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
     EXPECT_EQ(losses, whole.losses) << "from disk " << from_disk;
