@@ -89,6 +89,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
              diff, "); resume with the same options, or start a ",
              "new run with another output_dir");
   }
+  // An --nvme-dir that cannot hold the tier (missing, not a directory, not writable, no O_DIRECT)
+  // is refused first, before the data is read or memory taken.
+  if (!c.nvme_dir.empty()) ScratchFile probe(c.nvme_dir);
   check_readable_file(c.model_dir / "config.json", "the model's config.json");
   const ModelSpec spec = load_model_spec(c.model_dir);
   const std::string config_text = read_text_file(c.model_dir / "config.json", "the model's config");
@@ -101,10 +104,6 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     check_output_space(c.output_dir, output_bytes_needed(c, parameter_count(spec), 0, 0));
     write_file_atomic(c.output_dir / "training_args.yaml", config_yaml);
   }
-
-  // An --nvme-dir that cannot hold the tier (missing, not writable, no O_DIRECT) is refused
-  // before the data is read or memory taken.
-  if (!c.nvme_dir.empty()) ScratchFile probe(c.nvme_dir);
 
   // ---- data ----
   RunSamples data = load_run_samples(c, spec, log);

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "../train/train_test_util.h"
+#include "io/nvme_store.h"
 #include "io/safetensors.h"
 
 namespace sf {
@@ -87,6 +88,36 @@ TEST(CliChecks, TrainRefusesDirectoriesAndDivergedRuns) {
   r = run("--version");
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out.rfind("slideformer ", 0), 0u) << r.out;
+}
+
+// An --nvme-dir that cannot hold the tier is refused before the data is read (the data file does
+// not exist here), naming the directory; a run with the state of its layers and its activation
+// checkpoints on the disk says so in its plan and measures the disk.
+TEST(CliChecks, TrainChecksTheNvmeDirectoryFirst) {
+  const fs::path d = fresh_dir("train_nvme");
+  const fs::path model = tiny_model(d);
+  Result r = run("train --model " + model.string() +
+                 " --data /nonexistent.txt --no-save --nvme-dir " + (d / "missing").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find((d / "missing").string()), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nonexistent.txt"), std::string::npos) << r.out;
+  write_text(d / "f", "a file");
+  r = run("train --model " + model.string() + " --data /nonexistent.txt --no-save --nvme-dir " +
+          (d / "f").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find((d / "f").string()), std::string::npos) << r.out;
+  std::string why;
+  if (!NvmeStore::io_uring_available(&why)) GTEST_SKIP() << "io_uring cannot be set up: " << why;
+  fs::create_directories(d / "scratch");
+  write_text(d / "t.txt", "some text long enough for a couple of short samples of bytes here");
+  r = run("train --model " + model.string() + " --data " + (d / "t.txt").string() +
+          " --cutoff-len 16 --steps 2 --no-save --backend cpu --nvme-dir " +
+          (d / "scratch").string() + " --nvme-layers 1 --nvme-checkpoints on");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the state of layers 0-0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the activation checkpoints ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NVMe disk: write"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(d / "scratch"));
 }
 
 // The README's way: `slideformer train run.yaml` with overrides; the effective configuration in
