@@ -70,18 +70,19 @@ struct EvalResult {
   int64_t valid_targets = 0;
 };
 
-// One tensor's complete optimizer state, fp32 (what a resumable checkpoint holds). master, m and
-// v are valid during the visit's callback only where `fetch` is set (a GPU-resident tensor: they
-// point into a host copy taken for the callback); `fetch` takes such a copy again later (one
-// tensor at a time, as the plan's state_copy counts) and hands it to its argument.
+// One tensor's complete optimizer state, fp32 (what a resumable checkpoint holds). Where `fetch`
+// is set (a GPU-resident or NVMe tensor), master, m and v are valid during the visit's callback
+// only (visit_state: a host copy taken for it) or null (visit_state_read); `fetch` takes a copy
+// again later (one tensor at a time, as the plan's state_copy counts) and hands it to its argument.
 struct TensorState {
   using Use = std::function<void(const float* master, const float* m, const float* v)>;
+  using Fetch = std::function<void(const Use&)>;
   const TensorDesc& desc;
   int64_t numel;
   float* master;
   float* m;
   float* v;
-  std::function<void(const Use&)> fetch;  // empty: the pointers stay valid (host memory)
+  Fetch fetch;  // empty: the pointers stay valid (host memory)
 };
 
 class Engine {
@@ -110,6 +111,9 @@ class Engine {
   // the optimizer steps the state carries (Adam's bias correction counts from it). Pointers kept
   // past the callback: see TensorState::fetch.
   void visit_state(const std::function<void(const TensorState&)>& fn);
+  // The same for reading only (saving): a GPU-resident or NVMe tensor comes through its `fetch`
+  // alone, so nothing is copied, read or written back during the visit itself.
+  void visit_state_read(const std::function<void(const TensorState&)>& fn);
   void set_steps_done(int64_t steps);
   // The gradient of the last step (before clipping), as F32, for tests and reports. Only with
   // clipping, where the host holds every gradient (without, they pass through a ring).
@@ -161,6 +165,7 @@ class Engine {
   bool on_device(const OuterPart& part) const;
   void sync_state();     // every update done, the device ones too
   void forget_loaded();  // the device's weights must be uploaded again
+  TensorState::Fetch fetcher(size_t unit, const UnitLayout::Entry* e);  // empty for host units
   void with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool write_back,
                       const std::function<void(float*, float*, float*)>& fn);
   void load_layer(int layer);  // into slot layer % W, unless already there for this step

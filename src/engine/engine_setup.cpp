@@ -287,38 +287,41 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
   forget_loaded();
 }
 
+TensorState::Fetch Engine::fetcher(size_t u, const UnitLayout::Entry* e) {
+  const UnitState* h = host_[u].get();
+  if (h->on_device)
+    return [this, h, e](const TensorState::Use& use) {
+      with_host_copy(*h, *e, /*write_back=*/false,
+                     [&](float* master, float* m, float* v) { use(master, m, v); });
+    };
+  if (h->on_nvme)
+    return [tier = nvme_.get(), u, e](const TensorState::Use& use) {
+      // The tensor alone, read back from the disk (plan: host.state_copy).
+      const int64_t n = e->numel;
+      std::vector<float> buf(size_t(n) * 3);
+      for (int k = 0; k < 3; ++k)
+        tier->read_part(int(u), k, e->offset, n, buf.data() + size_t(k * n));
+      use(buf.data(), buf.data() + n, buf.data() + 2 * n);
+    };
+  return {};
+}
+
 void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
   sync_state();
   for (size_t u = 0; u < host_.size(); ++u) {
     const auto& h = host_[u];
     if (h->on_nvme) {  // the unit's state read once, written back after its tensors' visits
-      NvmeTier* tier = nvme_.get();
       nvme_->with_state(int(u), /*write_back=*/true, [&](float* master, float* m, float* v) {
-        for (const auto& e : h->layout.entries) {
-          const UnitLayout::Entry* entry = &e;
-          auto fetch = [tier, u, entry](const TensorState::Use& use) {
-            // The tensor alone, read back from the disk (plan: host.state_copy).
-            const int64_t n = entry->numel;
-            std::vector<float> buf(size_t(n) * 3);
-            for (int k = 0; k < 3; ++k)
-              tier->read_part(int(u), k, entry->offset, n, buf.data() + size_t(k * n));
-            use(buf.data(), buf.data() + n, buf.data() + 2 * n);
-          };
-          fn(TensorState{e.desc, e.numel, master + e.offset, m + e.offset, v + e.offset, fetch});
-        }
+        for (const auto& e : h->layout.entries)
+          fn(TensorState{e.desc, e.numel, master + e.offset, m + e.offset, v + e.offset,
+                         fetcher(u, &e)});
       });
       continue;
     }
     for (const auto& e : h->layout.entries) {
       if (h->on_device) {
-        const UnitState* unit = h.get();
-        const UnitLayout::Entry* entry = &e;
-        auto fetch = [this, unit, entry](const TensorState::Use& use) {
-          with_host_copy(*unit, *entry, /*write_back=*/false,
-                         [&](float* master, float* m, float* v) { use(master, m, v); });
-        };
         with_host_copy(*h, e, /*write_back=*/true, [&](float* master, float* m, float* v) {
-          fn(TensorState{e.desc, e.numel, master, m, v, fetch});
+          fn(TensorState{e.desc, e.numel, master, m, v, fetcher(u, &e)});
         });
         continue;
       }
@@ -326,6 +329,20 @@ void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
     }
   }
   forget_loaded();
+}
+
+void Engine::visit_state_read(const std::function<void(const TensorState&)>& fn) {
+  sync_state();
+  for (size_t u = 0; u < host_.size(); ++u) {
+    const auto& h = host_[u];
+    for (const auto& e : h->layout.entries) {
+      if (h->on_device || h->on_nvme)
+        fn(TensorState{e.desc, e.numel, nullptr, nullptr, nullptr, fetcher(u, &e)});
+      else
+        fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset,
+                       h->v + e.offset, {}});
+    }
+  }
 }
 
 void Engine::set_steps_done(int64_t steps) {

@@ -11,8 +11,7 @@ TensorToWrite state_to_write(const TensorState& t, const std::string& name, int 
     w.data = which == 0 ? t.master : which == 1 ? t.m : t.v;
     return w;
   }
-  // GPU-resident: copied to the host again when the writer reaches it (the callback's copy is
-  // gone by then).
+  // GPU-resident or on NVMe: copied to the host when the writer reaches it, one tensor at a time.
   w.produce = [fetch = t.fetch, which](const std::function<void(const float*)>& use) {
     fetch([&](const float* master, const float* m, const float* v) {
       use(which == 0 ? master : which == 1 ? m : v);
@@ -31,7 +30,7 @@ void load_model_weights(Engine& engine, const std::filesystem::path& model_dir) 
 void save_model_checkpoint(Engine& engine, const std::filesystem::path& out_dir,
                            const std::string& config_json_text, DType dtype) {
   std::vector<TensorToWrite> tensors;
-  engine.visit_state(
+  engine.visit_state_read(
       [&](const TensorState& t) { tensors.push_back(state_to_write(t, t.desc.name, 0)); });
   save_hf_checkpoint(out_dir, engine.spec(), config_json_text, tensors, dtype);
 }

@@ -75,7 +75,7 @@ fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
     fs::create_directories(tmp);
     // Weights (in save_dtype, loadable by from_pretrained) and the fp32 optimizer state.
     std::vector<TensorToWrite> weights, opt_state;
-    engine.visit_state([&](const TensorState& t) {
+    engine.visit_state_read([&](const TensorState& t) {
       weights.push_back(state_to_write(t, t.desc.name, 0));
       opt_state.push_back(state_to_write(t, t.desc.name + ".master", 0));
       opt_state.push_back(state_to_write(t, t.desc.name + ".exp_avg", 1));

@@ -144,7 +144,6 @@ TEST(EngineNvme, StateRoundTripsThroughCheckpointsBothWays) {
       for (int s = 0; s < 3; ++s)
         losses.push_back(
             e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
-      std::vector<TensorState::Use> checks;
       e.visit_state([&](const TensorState& t) {
         for (const float* a : {t.master, t.m, t.v}) saved.emplace_back(a, a + t.numel);
         if (t.fetch) {  // what a checkpoint writer reads later equals the callback's values
@@ -156,6 +155,23 @@ TEST(EngineNvme, StateRoundTripsThroughCheckpointsBothWays) {
           });
         }
       });
+      // A save's read-only visit: the same values, through `fetch` where the tensor is on disk.
+      size_t k = 0;
+      e.visit_state_read([&](const TensorState& t) {
+        auto check = [&](const float* master, const float* m, const float* v) {
+          EXPECT_TRUE(std::equal(master, master + t.numel, saved[k].begin()));
+          EXPECT_TRUE(std::equal(m, m + t.numel, saved[k + 1].begin()));
+          EXPECT_TRUE(std::equal(v, v + t.numel, saved[k + 2].begin()));
+        };
+        if (t.fetch) {
+          EXPECT_EQ(t.master, nullptr);
+          t.fetch(check);
+        } else {
+          check(t.master, t.m, t.v);
+        }
+        k += 3;
+      });
+      EXPECT_EQ(k, saved.size());
     }
     Engine e(*be, spec, from_disk ? run_options(2, 0.0f) : on_nvme(2, 0.0f, 5, scratch));
     load_state(e, saved, 3);
