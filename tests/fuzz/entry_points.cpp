@@ -243,8 +243,8 @@ std::string small_byte_level_tokenizer_json() {
   for (int b = 0; b < 256; ++b) vocab[byte_level_char(b)] = b;
   for (const char* m : {"H e", "l l", "He ll", "Hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld",
                         "Ġ t", "h e", "Ġt he", "Ġ H", "Ġ a", "i n", "Ġ 2"}) {
-    const std::string pair(m), merged = pair.substr(0, pair.find(' ')) +
-                                        pair.substr(pair.find(' ') + 1);
+    const std::string pair(m),
+        merged = pair.substr(0, pair.find(' ')) + pair.substr(pair.find(' ') + 1);
     merges.push_back(pair);
     if (!vocab.contains(merged)) vocab[merged] = int(vocab.size());
   }
@@ -253,26 +253,45 @@ std::string small_byte_level_tokenizer_json() {
                         "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
                         "<|end_header_id|>", "<|eot_id|>", "<think>", "</think>"}) {
     const bool special = std::string_view(t).find("think") == std::string_view::npos;  // Qwen3
-    added.push_back({{"id", int(vocab.size() + added.size())}, {"content", t},
-                     {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-                     {"normalized", !special}, {"special", special}});
+    added.push_back({{"id", int(vocab.size() + added.size())},
+                     {"content", t},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", !special},
+                     {"special", special}});
   }
-  nlohmann::ordered_json j = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens", added},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                         {"trim_offsets", true}, {"use_regex", true}}},
-      {"post_processor", {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                          {"trim_offsets", false}, {"use_regex", true}}},
-      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true},
-                   {"use_regex", true}}},
-      {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr},
-                 {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-                 {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
-                 {"vocab", vocab}, {"merges", merges}}}};
+  nlohmann::ordered_json j = {{"version", "1.0"},
+                              {"truncation", nullptr},
+                              {"padding", nullptr},
+                              {"added_tokens", added},
+                              {"normalizer", nullptr},
+                              {"pre_tokenizer",
+                               {{"type", "ByteLevel"},
+                                {"add_prefix_space", false},
+                                {"trim_offsets", true},
+                                {"use_regex", true}}},
+                              {"post_processor",
+                               {{"type", "ByteLevel"},
+                                {"add_prefix_space", false},
+                                {"trim_offsets", false},
+                                {"use_regex", true}}},
+                              {"decoder",
+                               {{"type", "ByteLevel"},
+                                {"add_prefix_space", true},
+                                {"trim_offsets", true},
+                                {"use_regex", true}}},
+                              {"model",
+                               {{"type", "BPE"},
+                                {"dropout", nullptr},
+                                {"unk_token", nullptr},
+                                {"continuing_subword_prefix", nullptr},
+                                {"end_of_word_suffix", nullptr},
+                                {"fuse_unk", false},
+                                {"byte_fallback", false},
+                                {"ignore_merges", false},
+                                {"vocab", vocab},
+                                {"merges", merges}}}};
   return j.dump();
 }
 
