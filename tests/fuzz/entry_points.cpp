@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string_view>
 
 #include "core/error.h"
 #include "data/chat_template.h"
 #include "data/dataset.h"
+#include "data/encode.h"
 #include "data/pipeline.h"
 #include "data/tokenizer.h"
 #include "io/safetensors.h"
@@ -217,6 +219,155 @@ void run_safetensors_index(const uint8_t* data, size_t size) {
   }
 }
 
+namespace {
+
+// GPT-2's bytes_to_unicode: byte b → the UTF-8 of the character ByteLevel maps it to.
+std::string byte_level_char(int b) {
+  const bool printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+  int cp = b;
+  if (!printable) {
+    cp = 256;
+    for (int c = 0; c < b; ++c)
+      if (!((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || c >= 0xae)) ++cp;
+  }
+  if (cp < 0x80) return std::string(1, char(cp));
+  return {char(0xc0 | (cp >> 6)), char(0x80 | (cp & 0x3f))};
+}
+
+// The fixed tokenizer.json beside the fuzzed config: a small but real byte-level BPE (all 256
+// byte tokens, a few merges, a ByteLevel post-processor so that add_bos_token / add_eos_token
+// decide) with the added tokens the seed configs of Llama-3, Mistral, Qwen and GPT-2 name.
+std::string small_byte_level_tokenizer_json() {
+  nlohmann::ordered_json vocab = nlohmann::ordered_json::object(),
+                         merges = nlohmann::ordered_json::array();
+  for (int b = 0; b < 256; ++b) vocab[byte_level_char(b)] = b;
+  for (const char* m : {"H e", "l l", "He ll", "Hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld",
+                        "Ġ t", "h e", "Ġt he", "Ġ H", "Ġ a", "i n", "Ġ 2"}) {
+    const std::string pair(m),
+        merged = pair.substr(0, pair.find(' ')) + pair.substr(pair.find(' ') + 1);
+    merges.push_back(pair);
+    if (!vocab.contains(merged)) vocab[merged] = int(vocab.size());
+  }
+  nlohmann::ordered_json added = nlohmann::ordered_json::array();
+  for (const char* t : {"<unk>", "<s>", "</s>", "<|endoftext|>", "<|im_start|>", "<|im_end|>",
+                        "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                        "<|end_header_id|>", "<|eot_id|>", "<think>", "</think>"}) {
+    const bool special = std::string_view(t).find("think") == std::string_view::npos;  // Qwen3
+    added.push_back({{"id", int(vocab.size() + added.size())},
+                     {"content", t},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", !special},
+                     {"special", special}});
+  }
+  nlohmann::ordered_json j = {{"version", "1.0"},
+                              {"truncation", nullptr},
+                              {"padding", nullptr},
+                              {"added_tokens", added},
+                              {"normalizer", nullptr},
+                              {"pre_tokenizer",
+                               {{"type", "ByteLevel"},
+                                {"add_prefix_space", false},
+                                {"trim_offsets", true},
+                                {"use_regex", true}}},
+                              {"post_processor",
+                               {{"type", "ByteLevel"},
+                                {"add_prefix_space", false},
+                                {"trim_offsets", false},
+                                {"use_regex", true}}},
+                              {"decoder",
+                               {{"type", "ByteLevel"},
+                                {"add_prefix_space", true},
+                                {"trim_offsets", true},
+                                {"use_regex", true}}},
+                              {"model",
+                               {{"type", "BPE"},
+                                {"dropout", nullptr},
+                                {"unk_token", nullptr},
+                                {"continuing_subword_prefix", nullptr},
+                                {"end_of_word_suffix", nullptr},
+                                {"fuse_unk", false},
+                                {"byte_fallback", false},
+                                {"ignore_merges", false},
+                                {"vocab", vocab},
+                                {"merges", merges}}}};
+  return j.dump();
+}
+
+// The tokenizer folder the fuzzed tokenizer_config.json is written into, made once per process:
+// the fixed tokenizer.json, and a chat_template.jinja (ChatML) that the folder's template falls
+// back to when the config has no chat_template.
+class TokenizerDir {
+ public:
+  TokenizerDir() {
+    dir_ = std::filesystem::temp_directory_path() / ("sf_fuzz_tokcfg_" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "tokenizer.json") << small_byte_level_tokenizer_json();
+    std::ofstream(dir_ / "chat_template.jinja")
+        << "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+           "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+           "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+  }
+  ~TokenizerDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+}  // namespace
+
+void run_tokenizer_config(const uint8_t* data, size_t size) {
+  static const TokenizerDir folder;
+  {
+    std::ofstream out(folder.dir() / "tokenizer_config.json", std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  }
+  // What the trainer does with a tokenizer folder (train/samples.cpp): load the tokenizer, then
+  // its chat template (resolve_chat_template with no choice: the folder's own).
+  std::optional<Tokenizer> tok;
+  try {
+    tok = Tokenizer::load(folder.dir());
+    for (std::string_view s :
+         {std::string_view("Hello world! the 2+2 ünï 🎉"),
+          std::string_view("<s>Hi</s><|im_start|>user\nHello<|im_end|>\n<think>x</think>"),
+          std::string_view("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi"
+                           "<|eot_id|><|endoftext|>"),
+          std::string_view("")}) {
+      for (bool specials : {true, false}) {
+        const std::vector<int32_t> ids = tok->encode(s, specials);
+        (void)tok->decode(ids, false);
+        (void)tok->decode(ids, true);
+      }
+    }
+    (void)tok->token_to_id(tok->bos_token());
+    (void)tok->id_to_token(tok->eos_id());
+    (void)tok->is_special(tok->bos_id());
+  } catch (const Error&) {
+    tok.reset();
+  }
+  try {
+    const ChatTemplate chat = resolve_chat_template("", folder.dir(), tok ? &*tok : nullptr);
+    if (!tok) {  // the trainer stops at the tokenizer; the template is still read and rendered
+      chat.render(conversation(), true, nlohmann::ordered_json::object());
+      return;
+    }
+    // A conversation as the trainer encodes it: rendered, tokenised, assistant turns labelled.
+    Record r;
+    r.kind = Record::Kind::kChat;
+    r.messages = conversation();
+    r.messages.push_back({{"role", "assistant"}, {"content", "4"}});
+    EncodeOptions o;
+    (void)encode_record(r, &*tok, &chat, o);
+  } catch (const Error&) {
+  }
+}
+
 const std::vector<Target>& targets() {
   static const std::vector<Target> t = {{"jinja", run_jinja},
                                         {"dataset", run_dataset},
@@ -225,7 +376,8 @@ const std::vector<Target>& targets() {
                                         {"safetensors", run_safetensors},
                                         {"samples_cache", run_samples_cache},
                                         {"train_state", run_train_state},
-                                        {"safetensors_index", run_safetensors_index}};
+                                        {"safetensors_index", run_safetensors_index},
+                                        {"tokenizer_config", run_tokenizer_config}};
   return t;
 }
 

@@ -25,6 +25,7 @@ void run_safetensors(const uint8_t* data, size_t size);   // a .safetensors file
 void run_samples_cache(const uint8_t* data, size_t size); // a tokenised cache file
 void run_train_state(const uint8_t* data, size_t size);   // a checkpoint's trainer_state.json
 void run_safetensors_index(const uint8_t* data, size_t size);  // model.safetensors.index.json
+void run_tokenizer_config(const uint8_t* data, size_t size);   // tokenizer_config.json (+ template)
 
 const std::vector<Target>& targets();
 

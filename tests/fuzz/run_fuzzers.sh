@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}; shift || true
-all="jinja dataset tokenizer model_config safetensors samples_cache train_state safetensors_index"
+all="jinja dataset tokenizer model_config safetensors samples_cache train_state safetensors_index tokenizer_config"
 targets=${*:-$all}
 # Configured once: a second configure with another compiler path would wipe the build.
 if [ ! -f build-fuzz/CMakeCache.txt ]; then

@@ -38,5 +38,5 @@ TEST(FuzzReplay, EveryCorpusFileOfEveryTarget) {
   for (const auto& e : fs::directory_iterator(root))
     EXPECT_TRUE(names.count(e.path().filename().string()))
         << e.path() << " has no entry in sf::fuzz::targets()";
-  EXPECT_EQ(names.size(), 8u);  // jinja … train_state, safetensors_index
+  EXPECT_EQ(names.size(), 9u);  // jinja … train_state, safetensors_index, tokenizer_config
 }
