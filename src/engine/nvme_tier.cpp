@@ -357,20 +357,6 @@ void NvmeTier::read_part(int u, int which, int64_t offset, int64_t count, float*
   std::memcpy(dst, buf.get() + (begin - first), size_t(count) * 4);
 }
 
-std::string NvmeTier::describe() const {
-  std::lock_guard lk(mu_);
-  int units = 0;
-  uint64_t disk = 0;
-  for (const Part& p : parts_)
-    if (p.bytes) {
-      ++units;
-      disk += 3 * p.bytes;
-    }
-  return str_cat("NVMe tier: the state of ", units, " units, ", gib(disk), " on disk; ",
-                 update_.size(), " update slots and ", load_.size(), " load slots of pinned ",
-                 "staging (", gib(staging_.size()), "); ", store_->describe());
-}
-
 NvmeStore::Stats NvmeTier::stats() const { return store_->stats(); }
 
 }  // namespace sf

@@ -72,7 +72,6 @@ class NvmeTier {
   // Every read and write settled, every cached copy dropped (before the state is visited).
   void drain();
 
-  std::string describe() const;  // one line for the run's log
   NvmeStore::Stats stats() const;
 
  private:
