@@ -86,6 +86,10 @@ class Backend {
   // The device's PCI bus id ("0000:1b:00.0"), where it has one: the optimizer threads go to its
   // NUMA node's CPUs (core/cpu_topology.h).
   virtual std::string pci_bus_id() const { return ""; }
+  // Makes the calling thread's later calls without a stream (allocations, stream and event
+  // creation) go to this backend's device (CUDA: cudaSetDevice): an engine per device, each
+  // driven from a thread of its own, calls it first (data parallel, engine/engine.h).
+  virtual void bind_thread() {}
 
   // ---- memory, streams, events, copies ----
   virtual Buffer alloc(MemoryKind kind, size_t bytes, const char* what) = 0;

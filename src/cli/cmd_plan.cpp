@@ -42,10 +42,10 @@ int cmd_plan(const std::vector<std::string>& argv) {
 
   const ModelSpec spec = load_model_spec(c.model_dir);
   RunSamples data = load_run_samples(c, spec, std::cout);
-  Batcher batcher(std::move(data.train), c.batch_size, c.shuffle, c.seed,
+  Batcher batcher(std::move(data.train), c.batch_size * c.gpus, c.shuffle, c.seed,
                   c.packing ? c.batch_size * c.cutoff_len : 0, c.grad_accum);
-  const std::vector<Batch> eval_batches =
-      make_eval_batches(data.eval, c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size);
+  const std::vector<Batch> eval_batches = make_eval_batches(
+      data.eval, (c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size) * c.gpus);
   PlanRequest req = train_plan_request(c, spec, batcher, eval_batches);
   // A disk's bandwidth alone plans the NVMe tier for another machine (no directory needed);
   // the layers it takes are those --host-memory alone leaves no room for.
@@ -58,6 +58,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
             << req.max_tokens << " tokens (≤ " << req.max_sequences
             << " samples, the longest " << req.max_sample_tokens << "); backend "
             << setup.backend->name() << "\n";
+  if (!setup.devices_line.empty()) std::cout << "data parallel: " << setup.devices_line << "\n";
   std::cout << "plan: " << plan.describe() << "\n";
 
   // Device: what the engine, the backend and the context take, against the budget.

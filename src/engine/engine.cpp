@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "core/error.h"
 #include "engine/engine_slot.h"
@@ -165,6 +168,10 @@ void Engine::clear_outer_grads(OuterPart& o) {
     be_.wait(*compute_, *o.stage_free);
     if (shared) be_.wait(*compute_, *other(o).stage_free);
   }
+  if (coll_) {  // the reduction has read it
+    be_.wait(*compute_, *o.grads_read);
+    if (shared) be_.wait(*compute_, *other(o).grads_read);
+  }
   be_.fill_zero(outer_grads(o), *compute_);
 }
 
@@ -189,17 +196,34 @@ void Engine::send_outer_gradient(OuterPart& o) {
     update_on_device(o, 1.0f);
     return;
   }
-  const void* src = outer_grads(o).data;
-  if (parts_.outer_stage) {
-    void* stage =
-        static_cast<char*>(parts_.outer_stage) + size_t(o.grad_offset) * dtype_size(dt_);
-    be_.wait(*compute_, *o.stage_free);  // the last D2H from the stage is done
-    if (outer_shared_) be_.wait(*compute_, *other(o).stage_free);  // shared stage
-    be_.convert(Tensor(stage, dt_, {o.numel}), outer_grads(o), *compute_);
+  void* stage = parts_.outer_stage ? static_cast<char*>(parts_.outer_stage) +
+                                         size_t(o.grad_offset) * dtype_size(dt_)
+                                   : nullptr;
+  // A shared stage: the other part's last D2H from it must be done too.
+  if (stage && outer_shared_) be_.wait(reduce_stream(), *other(o).stage_free);
+  reduce_and_send(o.unit, outer_grads(o).f32(), stage, o.numel, o);
+}
+
+void Engine::reduce_and_send(int unit, float* grads, void* stage, int64_t n, UnitEvents& ev) {
+  Stream& r = reduce_stream();
+  if (coll_) {  // summed into device 0, on the reduce stream: compute goes on meanwhile
+    be_.record(*ev.grads_done, *compute_);
+    be_.wait(r, *ev.grads_done);
+    coll_->reduce_sum(rank_, Tensor(grads, DType::kF32, {n}), /*root=*/0, r);
+    if (rank_ != 0) {  // the sum and its D2H are device 0's
+      be_.record(*ev.grads_read, r);
+      return;
+    }
+  }
+  const void* src = grads;
+  if (stage) {
+    be_.wait(r, *ev.stage_free);  // the last D2H from the stage is done
+    be_.convert(Tensor(stage, dt_, {n}), Tensor(grads, DType::kF32, {n}), r);
     src = stage;
   }
-  be_.record(*o.grads_ready, *compute_);
-  send_gradient(o.unit, src, *o.grads_ready, *o.stage_free);
+  be_.record(*ev.grads_ready, r);
+  if (coll_) be_.record(*ev.grads_read, r);
+  send_gradient(unit, src, *ev.grads_ready, *ev.stage_free);
 }
 
 bool Engine::on_device(const OuterPart& o) const { return host_[size_t(o.unit)]->on_device; }
@@ -329,22 +353,104 @@ void Engine::forward_layers(bool save_checkpoints) {
   }
 }
 
+std::vector<Batch> Engine::split_shares(const Batch& b, int n) const {
+  if (n == 1) {
+    check_batch(b);
+    return {b};
+  }
+  const int64_t nseq = int64_t(b.cu_seqlens.size()) - 1;
+  SF_CHECK(nseq >= n, "a step of ", nseq, " samples cannot feed ", n,
+           " GPUs (each needs at least one): raise --batch-size or lower --gpus");
+  // Equal counts of samples (a per-device batch, as the trainer's --batch-size is one): share k
+  // holds samples [k·nseq/n, (k+1)·nseq/n). Balancing tokens instead is planned.
+  std::vector<int64_t> first(size_t(n) + 1, 0);
+  for (int k = 0; k <= n; ++k) first[size_t(k)] = int64_t(k) * nseq / n;
+  std::vector<Batch> shares(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) {
+    const int32_t t0 = b.cu_seqlens[size_t(first[size_t(k)])];
+    const int32_t t1 = b.cu_seqlens[size_t(first[size_t(k + 1)])];
+    Batch& s = shares[size_t(k)];
+    s.ids.assign(b.ids.begin() + t0, b.ids.begin() + t1);
+    s.targets.assign(b.targets.begin() + t0, b.targets.begin() + t1);
+    s.positions.assign(b.positions.begin() + t0, b.positions.begin() + t1);
+    for (int64_t i = first[size_t(k)]; i <= first[size_t(k + 1)]; ++i)
+      s.cu_seqlens.push_back(b.cu_seqlens[size_t(i)] - t0);
+    try {
+      check_batch(s);
+    } catch (const Error& e) {
+      SF_FAIL("GPU ", k, "'s share of the step (samples ", first[size_t(k)], "-",
+              first[size_t(k + 1)] - 1, "): ", e.what());
+    }
+  }
+  return shares;
+}
+
+void Engine::each_device(const std::vector<Batch>& shares,
+                         const std::function<void(Engine&, const Batch&)>& fn) {
+  if (shares.size() == 1) {
+    fn(*this, shares[0]);
+    return;
+  }
+  std::mutex mu;
+  std::exception_ptr first;  // the failure that stopped the others, not their "stopped"
+  auto run = [&](Engine& e, const Batch& share) {
+    try {
+      e.be_.bind_thread();
+      fn(e, share);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!first) {
+        first = std::current_exception();
+        coll_->abort(str_cat("GPU ", e.rank_, " failed"));
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k + 1 < shares.size(); ++k)
+    threads.emplace_back([&, k] { run(*replicas_[k], shares[k + 1]); });
+  run(*this, shares[0]);
+  for (std::thread& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
 StepResult Engine::step(const Batch& batch, float lr) {
-  const int L = int(spec_.layers);
-  check_batch(batch);
+  const std::vector<Batch> shares = split_shares(batch, devices());
   StepResult r;
   r.valid_targets = batch.valid_targets();
   SF_CHECK(r.valid_targets > 0, "step ", step_ + 1, ": every label is -100, nothing to learn from");
   ++step_;
   const double t_step = Trace::now_us();
   if (trace_) trace_->begin_step(step_);
-  want_version_ = step_ - 1;
-  lr_ = lr;
   worker_->begin_step(step_, lr);
+  const float grad_scale = 1.0f / float(r.valid_targets);  // one count for the whole step
+  std::vector<float> loss(shares.size());
+  each_device(shares, [&](Engine& e, const Batch& share) {
+    e.step_ = step_;
+    e.want_version_ = step_ - 1;
+    e.lr_ = lr;
+    loss[size_t(e.rank_)] = e.run_share(share, grad_scale);
+  });
+  float loss_sum = 0;  // in device order, as one device sums its micro-batches
+  for (float l : loss) loss_sum += l;
+  r.loss = double(loss_sum) / double(r.valid_targets);
+  r.grad_norm = worker_->wait_grad_norm();
+  if (!ring_ && opt_.max_grad_norm > 0) {  // clipping: the GPU-resident updates wait for the norm
+    const float clip = clip_factor(r.grad_norm, opt_.max_grad_norm);
+    for (OuterPart* o : {embed_part_.get(), head_part_.get()})
+      if (on_device(*o)) update_on_device(*o, clip);
+  }
+  if (trace_) trace_->end_step(t_step, Trace::now_us());
+  SF_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "step ", step_, ": the loss (",
+           r.loss, ") or gradient norm (", r.grad_norm,
+           ") is not finite; lower the learning rate or check the data");
+  return r;
+}
+
+float Engine::run_share(const Batch& batch, float grad_scale) {
+  const int L = int(spec_.layers);
   upload_batch(batch);
   OuterParams op = OuterParams::view(spec_, outer_layout_, parts_.outer_params, dt_);
   const OuterParams og = outer_grad_views();
-  const float grad_scale = 1.0f / float(r.valid_targets);  // one count for the whole step
 
   // ---- forward ----
   ensure_loaded(*embed_part_);
@@ -400,6 +506,7 @@ StepResult Engine::step(const Batch& batch, float lr) {
     }
     const int64_t n = host_[size_t(1 + j)]->layout.numel;
     if (!s.mem.stage) be_.wait(*compute_, *s.stage_free);  // the D2H reads the fp32 grads
+    if (coll_) be_.wait(*compute_, *s.grads_read);         // and the reduction
     Event* t = tmark(*compute_);
     be_.fill_zero(Tensor(s.mem.grads, DType::kF32, {n}), *compute_);
     for (Micro& m : micro_) {  // recompute, then differentiate; weight gradients accumulate
@@ -411,15 +518,7 @@ StepResult Engine::step(const Batch& batch, float lr) {
     be_.record(*s.params_free, *compute_);
     if (j < L - 1) be_.record(*restore_free_[j % 2], *compute_);
     if (j >= 1 && j < L - 1) restore(j - 1);  // x_{L-2} was brought back before the loop
-    const void* src = s.mem.grads;
-    if (s.mem.stage) {
-      be_.wait(*compute_, *s.stage_free);  // the last D2H from the stage is done
-      be_.convert(Tensor(s.mem.stage, dt_, {n}), Tensor(s.mem.grads, DType::kF32, {n}),
-                  *compute_);
-      src = s.mem.stage;
-    }
-    be_.record(*s.grads_ready, *compute_);
-    send_gradient(1 + j, src, *s.grads_ready, *s.stage_free);
+    reduce_and_send(1 + j, s.mem.grads, s.mem.stage, n, s);
   }
   if (!spec_.tie_word_embeddings) clear_outer_grads(*embed_part_);  // after the head's turn
   // transformers' nn.Embedding(padding_idx=pad_token_id) gives the pad row no gradient from the
@@ -436,26 +535,32 @@ StepResult Engine::step(const Batch& batch, float lr) {
   be_.record(*embed_part_->params_free, *compute_);  // (tied: the head read it too)
   send_outer_gradient(*embed_part_);
   be_.synchronize(*compute_);
-  r.loss = double(*host_loss_) / double(r.valid_targets);
-  r.grad_norm = worker_->wait_grad_norm();
-  if (!ring_ && opt_.max_grad_norm > 0) {  // clipping: the GPU-resident updates wait for the norm
-    const float clip = clip_factor(r.grad_norm, opt_.max_grad_norm);
-    for (OuterPart* o : {embed_part_.get(), head_part_.get()})
-      if (on_device(*o)) update_on_device(*o, clip);
-  }
-  if (trace_) trace_->end_step(t_step, Trace::now_us());
-  SF_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "step ", step_, ": the loss (",
-           r.loss, ") or gradient norm (", r.grad_norm,
-           ") is not finite; lower the learning rate or check the data");
-  return r;
+  return *host_loss_;
 }
 
 EvalResult Engine::evaluate(const Batch& batch) {
-  check_batch(batch);
   EvalResult r;
   r.valid_targets = batch.valid_targets();
-  if (r.valid_targets == 0) return r;
-  want_version_ = step_;
+  if (r.valid_targets == 0) {
+    check_batch(batch);
+    return r;
+  }
+  // Forward only, no reduction: a batch of fewer samples than devices takes fewer of them.
+  const int64_t nseq = int64_t(batch.cu_seqlens.size()) - 1;
+  const std::vector<Batch> shares =
+      split_shares(batch, int(std::max<int64_t>(1, std::min<int64_t>(devices(), nseq))));
+  std::vector<float> loss(shares.size());
+  each_device(shares, [&](Engine& e, const Batch& share) {
+    e.want_version_ = step_;
+    loss[size_t(e.rank_)] = e.eval_share(share);
+  });
+  float loss_sum = 0;  // in device order, as one device sums its micro-batches
+  for (float l : loss) loss_sum += l;
+  r.loss_sum = double(loss_sum);
+  return r;
+}
+
+float Engine::eval_share(const Batch& batch) {
   upload_batch(batch);
   OuterParams op = OuterParams::view(spec_, outer_layout_, parts_.outer_params, dt_);
   const OuterParams og = outer_grad_views();
@@ -473,8 +578,7 @@ EvalResult Engine::evaluate(const Batch& batch) {
                           rows(grad_, m), loss_sum_, 1.0f, *compute_);
   be_.copy(host_loss_, loss_sum_.data, 4, *compute_);
   be_.synchronize(*compute_);
-  r.loss_sum = double(*host_loss_);
-  return r;
+  return *host_loss_;
 }
 
 std::vector<std::string> Engine::finish_trace() {

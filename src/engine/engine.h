@@ -12,6 +12,11 @@
 //             differentiated; the last W layers of the forward are still cached and reused; each
 //             layer's gradient goes D2H and is handed to the UpdateWorker (CPU AdamW);
 //   update  : asynchronous; the next step's load of a unit waits only for that unit's update.
+// Data parallel (EngineOptions::data_parallel, --gpus): one engine per device, each on its own
+// share of the step's samples (whole samples, in order); the host state, the optimizer and the
+// gradient ring are this engine's alone, shared; each unit's fp32 gradient is summed over the
+// devices into this one (Collective, on a stream of its own) before its single D2H, and every
+// device loads its weights from the same pinned fp32 master.
 #pragma once
 
 #include <functional>
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/collective.h"
 #include "engine/batch.h"
 #include "engine/grad_ring.h"
 #include "engine/unit_state.h"
@@ -56,6 +62,11 @@ struct EngineOptions {
   std::vector<bool> on_nvme;
   int nvme_layers = -1;
   int nvme_checkpoints = -1;  // the activation checkpoints there: 1, 0, -1 (PlanRequest's)
+  // Data parallel: the backends of devices 1 … N-1 (this engine's is device 0) and the reduction
+  // over all N (collective->ranks() == N). max_tokens and max_sequences are then each device's;
+  // a step's batch holds every device's share: its samples in N runs of equal count (±1).
+  std::vector<Backend*> data_parallel;
+  Collective* collective = nullptr;
 };
 
 struct StepResult {
@@ -93,6 +104,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const ModelSpec& spec() const { return spec_; }
+  int devices() const { return 1 + int(replicas_.size()); }
   const EnginePlan& plan() const { return plan_; }
   // Where the optimizer's threads run ("" where the backend has no PCI device: not pinned).
   const std::string& cpu_placement() const { return cpu_placement_; }
@@ -133,6 +145,31 @@ class Engine {
  private:
   struct UnitEvents;
   struct Slot;
+  // Device `rank`'s engine of a data-parallel run: the host state and the optimizer are
+  // `primary`'s; its own are the device buffers, the streams, the checkpoints and the staging.
+  Engine(Backend& backend, Engine& primary, int rank);
+  PlanRequest plan_request();  // from the options and the backend's device
+  void init_outer_parts(const PlanRequest& req);
+  void setup_device(const PlanRequest& req);  // everything on the device, the streams, events
+  // Device 0's alone: the NVMe tier, the optimizer, its CPUs, the trace.
+  void setup_host_side(const PlanRequest& req);
+  // The step's samples cut into one share per device, whole samples in order, equal counts (±1),
+  // each within the plan's tokens and samples.
+  std::vector<Batch> split_shares(const Batch& batch, int parts) const;
+  // This device's part of a training step (forward, head, backward; gradients reduced into
+  // device 0 and sent from there): returns its share's summed loss, F32 as the device summed it.
+  float run_share(const Batch& share, float grad_scale);
+  float eval_share(const Batch& share);  // its share's summed loss, forward only
+  // Runs fn(engine, share k) for the first shares.size() devices' engines at once, each on a
+  // thread bound to its device (this one on the caller's); the first failure stops the
+  // collective and is rethrown.
+  void each_device(const std::vector<Batch>& shares,
+                   const std::function<void(Engine&, const Batch&)>& fn);
+  // Sums `grads` (F32, `ready` recorded when complete) into device 0 and, there, converts it
+  // to the compute dtype (into `stage` where given) and sends it to the optimizer; records
+  // `read` once the fp32 buffer may be written again.
+  void reduce_and_send(int unit, float* grads, void* stage, int64_t n, UnitEvents& ev);
+  Stream& reduce_stream() { return coll_ ? *reduce_ : *compute_; }
   struct Micro {  // one micro-batch's inputs and workspaces, views into the step's buffers
     MicroBatch mb;
     StepInputs in;
@@ -187,12 +224,13 @@ class Engine {
 
   std::vector<Buffer> host_state_, host_ckpt_;  // one per unit, one per layer
   Buffer host_grads_, host_batch_, dev_;
-  std::vector<std::unique_ptr<UnitState>> host_;
+  std::vector<std::shared_ptr<UnitState>> host_;  // a replica shares device 0's
   std::unique_ptr<NvmeTier> nvme_;  // before the worker, which uses it: destroyed after it
   std::unique_ptr<NvmeCheckpoints> nvme_ckpt_;  // the checkpoints on NVMe (else ckpt_)
-  std::unique_ptr<UpdateWorker> worker_;
+  std::shared_ptr<UpdateWorker> worker_;        // a replica shares device 0's
   std::string cpu_placement_;
   std::unique_ptr<Stream> compute_, h2d_, d2h_, grad_d2h_;
+  std::unique_ptr<Stream> reduce_;  // data parallel: the gradients' reduction and conversion
   std::unique_ptr<GradRing> ring_;  // without clipping
   std::unique_ptr<Trace> trace_;
 
@@ -213,6 +251,12 @@ class Engine {
   bool outer_shared_ = false;     // the embedding's and head's gradients share one buffer
   float lr_ = 0;                  // of the open step
   std::vector<float> inv_freq_;
+
+  // Data parallel: this engine's device (0 for the primary), the reduction, the other devices'
+  // engines (declared last: destroyed first, each on its own device).
+  int rank_ = 0;
+  Collective* coll_ = nullptr;
+  std::vector<std::unique_ptr<Engine>> replicas_;
 };
 
 }  // namespace sf

@@ -27,11 +27,7 @@ void check_host_memory(const EnginePlan& plan, uint64_t budget) {
 
 }  // namespace
 
-Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
-    : be_(backend), spec_(std::move(spec)), opt_(options), dt_(backend.compute_dtype()) {
-  const int L = int(spec_.layers);
-  SF_CHECK(opt_.max_tokens > 0 && opt_.max_sequences > 0,
-           "engine: max_tokens and max_sequences must be positive");
+PlanRequest Engine::plan_request() {
   PlanRequest req;
   req.spec = spec_;
   req.dtype = dt_;
@@ -53,6 +49,20 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   req.nvme_checkpoints = opt_.nvme_checkpoints;
   if (req.nvme)
     req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
+  req.devices = 1 + int(opt_.data_parallel.size());
+  return req;
+}
+
+Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
+    : be_(backend), spec_(std::move(spec)), opt_(options), dt_(backend.compute_dtype()) {
+  const int L = int(spec_.layers);
+  SF_CHECK(opt_.max_tokens > 0 && opt_.max_sequences > 0,
+           "engine: max_tokens and max_sequences must be positive");
+  const int devices = 1 + int(opt_.data_parallel.size());
+  SF_CHECK(devices == 1 || (opt_.collective && opt_.collective->ranks() == devices),
+           "engine: ", devices, " devices need a collective over ", devices, " ranks");
+  if (devices > 1) coll_ = opt_.collective;
+  const PlanRequest req = plan_request();
   plan_ = make_plan(req);
   SF_CHECK((plan_.nvme_params == 0 && !plan_.ckpt_on_nvme) || req.nvme, "engine: the plan puts units on NVMe but no ",
            "--nvme-dir was given");
@@ -63,21 +73,11 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   // ---- pinned host: master/m/v and gradients per unit, batch staging, checkpoints ----
   // Units: the embedding, the layers, the final norm and head (outer_layout_ keeps the three
   // together on the device; the host updates them as two units).
-  outer_layout_ = outer_layout(spec_);
   for (UnitLayout& u : unit_layouts(spec_)) {
-    host_.push_back(std::make_unique<UnitState>());
+    host_.push_back(std::make_shared<UnitState>());
     host_.back()->layout = std::move(u);
   }
-  embed_part_ = std::make_unique<OuterPart>();
-  head_part_ = std::make_unique<OuterPart>();
-  embed_part_->unit = 0;
-  embed_part_->numel = host_[0]->layout.numel;
-  head_part_->unit = L + 1;
-  head_part_->offset = embed_part_->numel;
-  head_part_->numel = host_.back()->layout.numel;
-  const bool separate = outer_grads_separate(spec_, plan_.on_device, req.clipping);
-  outer_shared_ = !spec_.tie_word_embeddings && !separate;
-  head_part_->grad_offset = outer_shared_ ? 0 : embed_part_->numel;
+  init_outer_parts(req);
   check_host_memory(plan_, opt_.host_budget);
   // One pinned buffer per host unit (master, m, v and, where the plan holds it, its gradient)
   // and per layer checkpoint, taken by several threads at once (pinned_alloc.h). The
@@ -120,12 +120,56 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
       ring_ = std::make_unique<GradRing>(host_grads_.data(), plan_.grad_ring_slots, slot);
     }
   }
-  host_batch_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.staging, "batch staging");
+  host_batch_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.staging / uint64_t(plan_.devices),
+                          "batch staging");
   host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
                                         batch_ints(T, opt_.max_sequences) * 4);
   host_sumsq_ = reinterpret_cast<double*>(reinterpret_cast<char*>(host_loss_) + 256);
   host_nonfinite_ = reinterpret_cast<int64_t*>(host_sumsq_ + units());
+  setup_device(req);
+  setup_host_side(req);
+  if (devices == 1) return;
+  // The other devices' engines, each made on its device; then this thread is this device's again.
+  for (int r = 1; r < devices; ++r) {
+    Backend& b = *opt_.data_parallel[size_t(r - 1)];
+    replicas_.push_back(std::unique_ptr<Engine>(new Engine(b, *this, r)));
+  }
+  be_.bind_thread();
+}
 
+Engine::Engine(Backend& backend, Engine& primary, int rank)
+    : be_(backend), spec_(primary.spec_), opt_(primary.opt_), dt_(backend.compute_dtype()) {
+  SF_CHECK(dt_ == primary.dt_, "data parallel: GPU ", rank, "'s backend computes in ",
+           dtype_name(dt_), ", GPU 0's in ", dtype_name(primary.dt_));
+  be_.bind_thread();
+  rank_ = rank;
+  coll_ = primary.coll_;
+  opt_.trace_path.clear();  // the trace is device 0's
+  PlanRequest req = plan_request();
+  plan_ = make_plan(req);
+  opt_.window = plan_.window;
+  host_ = primary.host_;
+  worker_ = primary.worker_;
+  init_outer_parts(req);
+  const int L = int(spec_.layers);
+  const int64_t T = opt_.max_tokens, C = spec_.hidden;
+  std::vector<Buffer> bufs = alloc_pinned(
+      be_, std::vector<size_t>(size_t(L), size_t(T * C) * dtype_size(dt_)), "checkpoints");
+  for (Buffer& b : bufs) {
+    host_ckpt_.push_back(std::move(b));
+    ckpt_.push_back(static_cast<char*>(host_ckpt_.back().data()));
+  }
+  host_batch_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.staging / uint64_t(plan_.devices),
+                          "batch staging");
+  host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
+                                        batch_ints(T, opt_.max_sequences) * 4);
+  host_sumsq_ = reinterpret_cast<double*>(reinterpret_cast<char*>(host_loss_) + 256);
+  host_nonfinite_ = reinterpret_cast<int64_t*>(host_sumsq_ + units());
+  setup_device(req);
+}
+
+void Engine::setup_device(const PlanRequest& req) {
+  const int64_t T = opt_.max_tokens;
   // ---- device: one buffer, carved as the plan measured it ----
   const PlanDims dims{plan_.window, T,          opt_.max_sequences, plan_.micro_tokens,
                       plan_.upload_tile, plan_.on_device, req.clipping};
@@ -156,9 +200,15 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   // Gradients have a stream of their own: when the ring is full it waits for the optimizer, and
   // the next step's checkpoint offloads must not queue behind it.
   grad_d2h_ = be_.create_stream("grad d2h");
+  if (coll_) reduce_ = be_.create_stream("reduce");
   be_.copy(inv_freq_dev_.data, inv_freq_.data(), inv_freq_.size() * 4, *h2d_);
   be_.synchronize(*h2d_);
+}
 
+void Engine::setup_host_side(const PlanRequest& req) {
+  const int L = int(spec_.layers);
+  const int64_t T = opt_.max_tokens, C = spec_.hidden;
+  const size_t dsz = dtype_size(dt_);
   if (plan_.nvme_params > 0) {
     // The update order of the NVMe units: the backward's (ring pieces arrive from the top down)
     // or, clipping, the forward's (the updates wait for the norm and run from the bottom up).
@@ -203,13 +253,29 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   }
 }
 
+void Engine::init_outer_parts(const PlanRequest& req) {
+  outer_layout_ = outer_layout(spec_);
+  embed_part_ = std::make_unique<OuterPart>();
+  head_part_ = std::make_unique<OuterPart>();
+  embed_part_->unit = 0;
+  embed_part_->numel = host_[0]->layout.numel;
+  head_part_->unit = int(spec_.layers) + 1;
+  head_part_->offset = embed_part_->numel;
+  head_part_->numel = host_.back()->layout.numel;
+  const bool separate = outer_grads_separate(spec_, plan_.on_device, req.clipping);
+  outer_shared_ = !spec_.tie_word_embeddings && !separate;
+  head_part_->grad_offset = outer_shared_ ? 0 : embed_part_->numel;
+}
+
 Engine::~Engine() {
+  replicas_.clear();  // each drains its device first
+  be_.bind_thread();
   // Drain the streams before their buffers go away (the worker keeps releasing ring slots the
   // D2H side waits for); then the worker, which finishes the pieces it was handed — they read
   // the ring and release its slots, so it must stop before the ring (a later member) is freed.
   // Errors were reported where they happened.
   try {
-    for (Stream* s : {compute_.get(), h2d_.get(), d2h_.get(), grad_d2h_.get()})
+    for (Stream* s : {compute_.get(), h2d_.get(), d2h_.get(), grad_d2h_.get(), reduce_.get()})
       if (s) be_.synchronize(*s);
   } catch (...) {
   }
@@ -240,6 +306,7 @@ void Engine::sync_state() {
 void Engine::forget_loaded() {
   embed_part_->version = head_part_->version = -1;
   for (auto& s : slots_) s->layer = -1;
+  for (auto& r : replicas_) r->forget_loaded();
 }
 
 // A GPU-resident unit's tensors go through host memory one at a time (plan: host.state_copy).

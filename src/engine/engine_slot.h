@@ -9,11 +9,13 @@ namespace sf {
 
 // loaded: the weights are on the device; params_free: compute is done reading them (a load may
 // overwrite them); grads_ready: the gradient's D2H source is complete; stage_free: the D2H has
-// read it (the source may be written again).
+// read it (the source may be written again). Data parallel: grads_done, the fp32 gradient is
+// complete (compute); grads_read, its reduction (and conversion) has read it (reduce stream).
 struct Engine::UnitEvents {
-  std::unique_ptr<Event> loaded, params_free, grads_ready, stage_free;
+  std::unique_ptr<Event> loaded, params_free, grads_ready, stage_free, grads_done, grads_read;
   void create(Backend& be) {
-    for (auto* e : {&loaded, &params_free, &grads_ready, &stage_free}) *e = be.create_event();
+    for (auto* e : {&loaded, &params_free, &grads_ready, &stage_free, &grads_done, &grads_read})
+      *e = be.create_event();
   }
 };
 

@@ -189,6 +189,18 @@ EnginePlan make_plan(const PlanRequest& r) {
   p.device_outside = r.device_outside;
   p.layers = L;
   p.hidden = r.spec.hidden;
+  p.devices = r.devices;
+  SF_CHECK(r.devices >= 1, "plan: devices must be at least 1 (got ", r.devices, ")");
+  // Data parallel keeps every unit's state on the host, in RAM: a GPU-resident unit would need a
+  // copy updated on every device, and the NVMe tier's slots serve one engine's loads (planned).
+  SF_CHECK(r.devices == 1 ||
+               (!r.nvme && std::count(r.on_nvme.begin(), r.on_nvme.end(), true) == 0),
+           "--gpus ", r.devices, " with --nvme-dir is not supported yet: the NVMe tier serves one "
+           "GPU; drop --nvme-dir or train on one GPU");
+  SF_CHECK(r.devices == 1 || (r.device_optimizer != DeviceOptimizer::kAll &&
+                              std::count(r.on_device.begin(), r.on_device.end(), true) == 0),
+           "--gpus ", r.devices, " keeps the optimizer on the host: the GPU-resident share "
+           "(--device-optimizer all) is for one GPU; use --device-optimizer off or auto");
   p.dtype_bytes = dtype_size(r.dtype);
 
   // M: as asked; else the largest of T, T/2, T/4, … (at least the longest sample) that fits.
@@ -232,7 +244,7 @@ EnginePlan make_plan(const PlanRequest& r) {
   } else if (r.device_optimizer == DeviceOptimizer::kAll) {
     p.on_device[0] = p.on_device[head] = true;
   } else if (r.device_optimizer == DeviceOptimizer::kAuto && r.gpu_budget > 0 &&
-             fits(p.window, p.micro_tokens, none)) {
+             r.devices == 1 && fits(p.window, p.micro_tokens, none)) {
     const int64_t floor_m =
         r.micro_tokens > 0 ? p.micro_tokens
                            : std::min(p.micro_tokens, std::max(longest, kSaturatingTokens));
@@ -278,7 +290,8 @@ EnginePlan make_plan(const PlanRequest& r) {
   const uint64_t ckpt_bytes = uint64_t(T * r.spec.hidden) * dtype_size(r.dtype);
   // Staging: the batch, the loss (256 B), then per unit a sum of squares and a count of the
   // weights a device update left non-finite (the GPU-resident units' values read back).
-  p.host.staging = uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 16;
+  p.host.staging =
+      uint64_t(r.devices) * (uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 16);
   // The state and gradients with the bottom `n` layers' state on NVMe, the checkpoints there too
   // with `ckpt`.
   auto place = [&](const std::vector<bool>& on_nvme, bool ckpt) {
@@ -315,7 +328,7 @@ EnginePlan make_plan(const PlanRequest& r) {
     p.ckpt_on_nvme = ckpt && L > 0;
     p.ckpt_slots = p.ckpt_on_nvme ? std::min(kNvmeCheckpointSlots, L) : 0;
     p.host.checkpoints = p.ckpt_on_nvme ? NvmeCheckpoints::staging_bytes(ckpt_bytes, p.ckpt_slots)
-                                        : uint64_t(L) * ckpt_bytes;
+                                        : uint64_t(r.devices) * uint64_t(L) * ckpt_bytes;
     if (p.ckpt_on_nvme) p.nvme_disk += NvmeCheckpoints::disk_bytes(L, ckpt_bytes);
     // Saving or resuming copies a GPU-resident or NVMe tensor's master, m, v through the host,
     // one tensor at a time: not held at start, but counted so the host check covers the save.
@@ -393,7 +406,9 @@ std::string EnginePlan::held_names() const {
 std::string EnginePlan::describe() const {
   std::ostringstream o;
   o << "window " << window << ", micro-batches of ≤ " << micro_tokens << " tokens (step ≤ "
-    << max_tokens << " tokens, ≤ " << max_sequences << " samples)\n";
+    << max_tokens << " tokens, ≤ " << max_sequences << " samples";
+  if (devices > 1) o << ", on each of " << devices << " GPUs: the device figures are each GPU's";
+  o << ")\n";
   o << "  device: " << gib(device_total());
   if (gpu_budget) o << " of a " << gib(gpu_budget) << " budget";
   o << " — outer unit " << gib(device.outer) << ", " << window << " cache slots "
@@ -430,8 +445,8 @@ std::string EnginePlan::describe() const {
   if (ckpt_on_nvme)
     o << " (" << ckpt_slots << " staging slots of the checkpoints on NVMe)";
   else
-    o << " (" << layers << " layers × " << max_tokens << " tokens × " << hidden << " × "
-      << dtype_bytes << " B)";
+    o << " (" << (devices > 1 ? std::to_string(devices) + " devices × " : std::string()) << layers
+      << " layers × " << max_tokens << " tokens × " << hidden << " × " << dtype_bytes << " B)";
   o << ", batch staging " << gib(host.staging);
   if (host.state_copy)
     o << ", while saving or resuming " << gib(host.state_copy)

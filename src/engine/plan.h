@@ -64,6 +64,11 @@ struct PlanRequest {
   // The activation checkpoints on NVMe too: 1 yes, 0 no, -1 where the host limit needs it (tried
   // before any layer's state: 2 B of disk traffic per byte of host freed, against the state's 3).
   int nvme_checkpoints = -1;
+  // Data parallel (--gpus): engines, one per device, each planned for its own share of a step
+  // (max_tokens and max_sequences are per device); the host holds one copy of the state and
+  // each engine's checkpoints and batch staging. The GPU-resident share and NVMe are planned for
+  // one device only (refused with more).
+  int devices = 1;
 };
 
 struct DeviceBytes {
@@ -120,6 +125,7 @@ struct EnginePlan {
   int ckpt_slots = 0;
   double nvme_read_bytes = 0, nvme_write_bytes = 0;    // per step
   int64_t layers = 0, hidden = 0;
+  int devices = 1;  // data parallel: the device figures are each device's, the host's all of them
   size_t dtype_bytes = 0;  // the compute dtype's size
   DeviceBytes device;
   uint64_t backend_scratch = 0;  // planned, when the backend did not exist yet

@@ -71,6 +71,7 @@ struct TrainConfig {
   double nvme_bandwidth = 0;       // GB/s read and write for `plan`; 0: measured in nvme_dir
   std::filesystem::path trace;     // non-empty: the engine's timeline (Chrome trace JSON)
   std::string backend = "auto";  // auto (cuda when a GPU is present) | cpu | cuda
+  int gpus = 1;  // data parallel: GPUs of this host, batch_size samples each (engine/engine.h)
 };
 
 }  // namespace sf

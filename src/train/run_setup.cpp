@@ -2,6 +2,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/pci_topology.h"
 #include "engine/host_check.h"
 
 #include <algorithm>
@@ -26,6 +27,19 @@ CudaBackendOptions cuda_options(const ModelSpec& spec, int64_t max_tokens) {
   o.vocab = spec.vocab;
   o.max_heads = spec.heads;
   return o;
+}
+
+// "H100 (0000:1b:00.0), …" and their PCIe links.
+std::string describe_gpus(const std::vector<Backend*>& all) {
+  std::vector<PciPlace> places;
+  std::string s;
+  for (size_t d = 0; d < all.size(); ++d) {
+    const std::string bus = all[d]->pci_bus_id();
+    s += str_cat(d ? ", " : "", "GPU ", d, " ", all[d]->name(), " (", bus.empty() ? "?" : bus, ")");
+    places.push_back(pci_place(bus));
+  }
+  const std::string links = describe_pci_links(places);
+  return links.empty() ? s : s + "; " + links;
 }
 
 }  // namespace
@@ -63,17 +77,36 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff
                          : c.device_optimizer == "all" ? DeviceOptimizer::kAll
                                                        : DeviceOptimizer::kAuto;
+  if (c.gpus > 1) {
+    // The engine gives each GPU an equal count of the step's samples (±1, more to the later ones):
+    // at most ceil(samples / gpus) of them, each at most the longest.
+    req.devices = c.gpus;
+    req.max_sequences = (req.max_sequences + c.gpus - 1) / c.gpus;
+    req.max_tokens = std::min(req.max_tokens, req.max_sequences * req.max_sample_tokens);
+  }
   return req;
 }
 
 RunSetup make_run_setup(const std::string& name, PlanRequest r) {
   RunSetup s;
+  const int n = r.devices;
   if (!wants_cuda(name)) {
     r.dtype = DType::kF32;
     s.plan = make_plan(r);
     s.backend = make_cpu_backend();
+    if (n > 1) {
+      std::vector<Backend*> all{s.backend.get()};
+      for (int d = 1; d < n; ++d) {
+        s.more.push_back(make_cpu_backend());
+        all.push_back(s.more.back().get());
+      }
+      s.collective = make_peer_collective(all);
+      s.devices_line = str_cat(n, " simulated devices on the CPU; ", s.collective->describe());
+    }
     return s;
   }
+  SF_CHECK(n <= cuda_device_count(), "--gpus ", n, ": only ", cuda_device_count(),
+           " CUDA devices are visible (nvidia-smi; CUDA_VISIBLE_DEVICES)");
   CudaBackendOptions o = cuda_options(r.spec, 0);
   const DeviceMemoryInfo dev = cuda_device_memory(o.device);  // the context exists from here on
   r.dtype = DType::kBF16;
@@ -89,6 +122,28 @@ RunSetup make_run_setup(const std::string& name, PlanRequest r) {
   s.plan = make_plan(r);
   o.max_tokens = s.plan.micro_tokens;
   s.backend = make_cuda_backend(o);
+  if (n == 1) return s;
+  // The other GPUs: each backend with the same workspaces (the engine plans each device again
+  // with its own use); the reduction through NCCL, else peer copies.
+  std::vector<Backend*> all{s.backend.get()};
+  std::vector<int> ids{o.device};
+  for (int d = 1; d < n; ++d) {
+    CudaBackendOptions od = o;
+    od.device = d;
+    s.more.push_back(make_cuda_backend(od));
+    all.push_back(s.more.back().get());
+    ids.push_back(d);
+  }
+  std::string why;
+  s.collective = make_nccl_collective(all, ids, &why);
+  if (!s.collective) {
+    s.collective = make_peer_collective(all);
+    why = "NCCL not used (" + why + "; set SF_NCCL_LIB to a libnccl.so.2): ";
+  } else {
+    why.clear();
+  }
+  all[0]->bind_thread();
+  s.devices_line = str_cat(n, " GPUs: ", describe_gpus(all), "; ", why, s.collective->describe());
   return s;
 }
 

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
@@ -17,6 +18,10 @@ namespace sf {
 struct RunSetup {
   std::unique_ptr<Backend> backend;
   EnginePlan plan;  // what the engine will allocate (it re-checks with the device's real use)
+  // Data parallel (request.devices > 1): devices 1 … N-1 and the reduction over all of them.
+  std::vector<std::unique_ptr<Backend>> more;
+  std::unique_ptr<Collective> collective;
+  std::string devices_line;  // the GPUs, their PCI places and the reduction, for the log
 };
 
 // `name`: auto (CUDA when a GPU is visible) | cpu | cuda, with workspaces for steps of up to
@@ -25,11 +30,14 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& 
                                       int64_t max_tokens);
 
 // A training run's plan request: the largest step of `batcher` and of the eval batches (their
-// tokens, samples and longest sample), and the configuration's engine options.
+// tokens, samples and longest sample), and the configuration's engine options. With gpus > 1 the
+// batcher's steps hold every GPU's samples and the request is each GPU's: its share of them.
 PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
                                const Batcher& batcher, const std::vector<Batch>& eval_batches);
 
 // `backend`: auto | cpu | cuda. On CUDA without a budget the device's total memory is the budget.
+// With request.devices > 1: CUDA devices 0 … N-1 (each planned with its own use) and NCCL where
+// it loads (else the peer collective, said in devices_line); on the CPU, simulated devices.
 RunSetup make_run_setup(const std::string& backend, PlanRequest request);
 
 // Device memory the CUDA libraries take when the backend is made (cuBLASLt and cuDNN handles,

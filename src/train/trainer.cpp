@@ -108,7 +108,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   // ---- data ----
   RunSamples data = load_run_samples(c, spec, log);
   const int64_t n_train = int64_t(data.train.size());
-  Batcher batcher(std::move(data.train), c.batch_size, c.shuffle, c.seed,
+  // A step holds every GPU's samples (gpus × batch_size); the engine gives each its share.
+  Batcher batcher(std::move(data.train), c.batch_size * c.gpus, c.shuffle, c.seed,
                   c.packing ? c.batch_size * c.cutoff_len : 0, c.grad_accum);
   const Plan plan = plan_schedule(c, batcher);
   LrSchedule sched{kind, c.lr, plan.warmup, plan.total_steps, c.min_lr_ratio};
@@ -118,7 +119,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
                        output_bytes_needed(c, parameter_count(spec), plan.total_steps,
                                            side_files_bytes(c.model_dir, data.tokenizer_dir)));
   const std::vector<Batch> eval_batches =
-      make_eval_batches(data.eval, c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size);
+      make_eval_batches(data.eval, (c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size) *
+                                       c.gpus);
 
   // ---- engine ----
   const PlanRequest req = train_plan_request(c, spec, batcher, eval_batches);
@@ -140,6 +142,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.trace_path = c.trace.string();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;
+  for (auto& b : setup.more) opt.data_parallel.push_back(b.get());
+  opt.collective = setup.collective.get();
+  if (!setup.devices_line.empty()) log << "data parallel: " << setup.devices_line << "\n";
   Engine engine(*backend, spec, opt);
   log << "plan: " << engine.plan().describe() << "\n";
   if (!engine.cpu_placement().empty()) log << "  " << engine.cpu_placement() << "\n";
@@ -158,8 +163,10 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   std::optional<StepPrediction> predicted;
   {
     const fs::path mf = c.machine_file.empty() ? default_machine_file() : c.machine_file;
-    if (auto mc = cached_machine_constants(*backend, spec, engine.plan().micro_tokens,
-                                           req.max_sample_tokens, mf)) {
+    // (One GPU's: a data-parallel step's prediction is planned.)
+    if (auto mc = c.gpus > 1 ? std::nullopt
+                             : cached_machine_constants(*backend, spec, engine.plan().micro_tokens,
+                                                        req.max_sample_tokens, mf)) {
       if (disk) {
         mc->nvme_read_gbps = disk->read_gbps;
         mc->nvme_write_gbps = disk->write_gbps;

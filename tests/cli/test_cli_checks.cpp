@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "../train/train_test_util.h"
 #include "io/nvme_store.h"
@@ -142,6 +144,50 @@ TEST(CliChecks, TrainFromYamlWithOverrides) {
   r = run("train " + (d / "out" / "training_args.yaml").string() + " overwrite_output_dir=true");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("step 3/3  loss "), std::string::npos) << r.out;
+}
+
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// "step 3/3  loss 10.1  grad_norm 2.0" of every step line: what must match between two runs.
+std::vector<std::string> step_lines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("step ", 0) == 0) lines.push_back(l.substr(0, l.find("  epoch")));
+  return lines;
+}
+
+// --gpus on the CPU backend (simulated devices): two devices of one sample each give the run of
+// one device whose micro-batches are those samples — the same losses, norms and saved weights,
+// bit for bit (engine tests: DataParallel). Packing and the NVMe tier are refused with --gpus.
+TEST(CliChecks, TrainOnSimulatedDevicesEqualsOneDevice) {
+  const fs::path d = fresh_dir("train_gpus");
+  const fs::path model = tiny_model(d);
+  const std::string common = "train --model " + model.string() + " --data " + SF_SOURCE_DIR +
+                             "/assets/data/carroll-alice.txt --steps 3 --cutoff-len 32 --lr 1e-2 "
+                             "--backend cpu --save-dtype f32 --max-grad-norm 1.0 --logging-steps 1";
+  Result one = run(common + " --batch-size 2 --micro-batch-tokens 32 --output " +
+                   (d / "one").string());
+  ASSERT_EQ(one.code, 0) << one.out;
+  Result two = run(common + " --batch-size 1 --gpus 2 --output " + (d / "two").string());
+  ASSERT_EQ(two.code, 0) << two.out;
+  EXPECT_NE(two.out.find("data parallel: 2 simulated devices"), std::string::npos) << two.out;
+  EXPECT_EQ(step_lines(two.out), step_lines(one.out)) << one.out << two.out;
+  EXPECT_EQ(step_lines(one.out).size(), 3u) << one.out;
+  const std::string a = file_bytes(d / "one" / "model.safetensors");
+  EXPECT_FALSE(a.empty());
+  EXPECT_TRUE(a == file_bytes(d / "two" / "model.safetensors")) << "the saved weights differ";
+
+  Result packed = run(common + " --batch-size 1 --gpus 2 --packing --no-save");
+  EXPECT_EQ(packed.code, 1);
+  EXPECT_NE(packed.out.find("with packing is not supported yet"), std::string::npos) << packed.out;
+  Result nvme = run(common + " --batch-size 1 --gpus 2 --no-save --nvme-dir " + d.string());
+  EXPECT_EQ(nvme.code, 1);
+  EXPECT_NE(nvme.out.find("with nvme_dir is not supported yet"), std::string::npos) << nvme.out;
 }
 
 }  // namespace

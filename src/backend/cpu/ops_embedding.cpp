@@ -1,5 +1,7 @@
 // defines: sf::cpu::embedding_forward, embedding_backward
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/ops.h"
 #include "core/thread_pool.h"
@@ -47,13 +49,27 @@ void embedding_backward(Tensor dtable, Tensor ids, Tensor dout) {
   check_ids("embedding_backward", id, T, V);
   const float* g = dout.f32();
   float* d = dtable.f32();
-  // Ids repeat, so threads own column ranges instead of tokens: race-free, and every element
-  // receives its contributions in token order (deterministic for any thread count).
+  // The call's contributions to a row are summed from zero in token order and the sum is then
+  // added to the row, as a GEMM adds its product: a table accumulated over several calls (the
+  // micro-batches of a step, or the devices of a data-parallel one, summed in order) gets the
+  // same bits however the tokens are cut. Tokens grouped by id, stable: token order within each.
+  std::vector<int64_t> order(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) order[size_t(t)] = t;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return id[a] < id[b]; });
+  // Ids repeat, so threads own column ranges instead of tokens: race-free and deterministic.
   parallel_for(C, 32, [&](int64_t c0, int64_t c1) {
-    for (int64_t t = 0; t < T; ++t) {
-      float* row = d + int64_t(id[t]) * C;
-      const float* src = g + t * C;
-      for (int64_t c = c0; c < c1; ++c) row[c] += src[c];
+    std::vector<float> acc(size_t(c1 - c0));
+    for (size_t i = 0; i < order.size();) {
+      const int32_t row_id = id[order[i]];
+      const float* first = g + order[i] * C;
+      for (int64_t c = c0; c < c1; ++c) acc[size_t(c - c0)] = first[c];
+      for (++i; i < order.size() && id[order[i]] == row_id; ++i) {
+        const float* src = g + order[i] * C;
+        for (int64_t c = c0; c < c1; ++c) acc[size_t(c - c0)] += src[c];
+      }
+      float* row = d + int64_t(row_id) * C;
+      for (int64_t c = c0; c < c1; ++c) row[c] += acc[size_t(c - c0)];
     }
   });
 }

@@ -148,6 +148,7 @@ class CudaBackend final : public Backend {
     return cudaDeviceGetPCIBusId(id, sizeof(id), dev_) == cudaSuccess ? std::string(id) : "";
   }
   DType compute_dtype() const override { return DType::kBF16; }
+  void bind_thread() override { set_device(); }
   DeviceMemoryInfo device_memory() override {
     set_device();
     size_t free = 0, total = 0;

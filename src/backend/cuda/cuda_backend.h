@@ -1,5 +1,6 @@
 // defines: sf::CudaBackendOptions, sf::make_cuda_backend, sf::cuda_device_count,
-// sf::cuda_stream_handle — the CUDA implementation of sf::Backend (compute dtype BF16).
+// sf::cuda_stream_handle, sf::make_nccl_collective — the CUDA implementation of sf::Backend
+// (compute dtype BF16), and NCCL's reduction across GPUs.
 //
 // This header compiles and its functions link in every build: without CUDA (SF_HAVE_CUDA unset)
 // make_cuda_backend throws sf::Error "built without CUDA" and cuda_device_count() returns 0.
@@ -9,8 +10,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
+#include "backend/collective.h"
 
 namespace sf {
 
@@ -57,5 +60,13 @@ int cuda_device_count();
 // The cudaStream_t behind a Stream made by a CUDA backend, as void* (benchmarks record their own
 // timing events on it). Throws sf::Error without CUDA.
 void* cuda_stream_handle(Stream& s);
+
+// The reduction over CUDA backends on distinct GPUs `devices` (backends[r] on devices[r]) through
+// NCCL, loaded at run time ($SF_NCCL_LIB, else libnccl.so.2 from the loader's path, nccl.cpp);
+// null, with the reason in `why`, where no NCCL loads or without CUDA. Throws where NCCL loads but
+// cannot set the communicators up.
+std::unique_ptr<Collective> make_nccl_collective(const std::vector<Backend*>& backends,
+                                                 const std::vector<int>& devices,
+                                                 std::string* why);
 
 }  // namespace sf

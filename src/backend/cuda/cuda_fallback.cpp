@@ -23,5 +23,11 @@ void* cuda_stream_handle(Stream&) {
   SF_FAIL("cuda_stream_handle: SlideFormer was built without CUDA");
 }
 
+std::unique_ptr<Collective> make_nccl_collective(const std::vector<Backend*>&,
+                                                 const std::vector<int>&, std::string* why) {
+  if (why) *why = "SlideFormer was built without CUDA";
+  return nullptr;
+}
+
 }  // namespace sf
 #endif  // SF_HAVE_CUDA
