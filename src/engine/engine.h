@@ -62,6 +62,7 @@ struct EngineOptions {
   std::vector<bool> on_nvme;
   int nvme_layers = -1;
   int nvme_checkpoints = -1;  // the activation checkpoints there: 1, 0, -1 (PlanRequest's)
+  bool nvme_gds = false;      // their slots on the device, through GPUDirect Storage
   // Data parallel: the backends of devices 1 … N-1 (this engine's is device 0) and the reduction
   // over all N (collective->ranks() == N). max_tokens and max_sequences are then each device's;
   // a step's batch holds every device's share: its samples in N runs of equal count (±1).

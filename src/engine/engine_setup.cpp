@@ -50,6 +50,7 @@ PlanRequest Engine::plan_request() {
   if (req.nvme)
     req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
   req.devices = 1 + int(opt_.data_parallel.size());
+  req.ckpt_gpu_direct = opt_.nvme_gds;
   return req;
 }
 
@@ -224,7 +225,7 @@ void Engine::setup_host_side(const PlanRequest& req) {
   }
   if (plan_.ckpt_on_nvme)
     nvme_ckpt_ = std::make_unique<NvmeCheckpoints>(be_, opt_.nvme_dir, L, uint64_t(T * C) * dsz,
-                                                   plan_.ckpt_slots);
+                                                   plan_.ckpt_slots, plan_.ckpt_gds);
   std::vector<UnitState*> units;
   for (auto& h : host_) units.push_back(h.get());
   worker_ = std::make_unique<UpdateWorker>(units, dt_, opt_.adamw, opt_.max_grad_norm,

@@ -1,5 +1,8 @@
 #include "engine/nvme_checkpoints.h"
 
+#include <chrono>
+
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "engine/nvme_settle.h"
 
@@ -20,7 +23,7 @@ struct NvmeCheckpoints::Slot {
   bool io = false;       // a read or write of it is in flight
   bool writing = false;  // that I/O is the offload's write
   bool waiting = false;  // a thread is in NvmeStore::wait for it
-  NvmeStore::Ticket ticket = 0;
+  FileStore::Ticket ticket = 0;
   int pins = 0;  // restores copying from it
 };
 
@@ -33,19 +36,22 @@ uint64_t NvmeCheckpoints::disk_bytes(int layers, uint64_t bytes) {
 }
 
 NvmeCheckpoints::NvmeCheckpoints(Backend& be, const std::filesystem::path& dir, int layers,
-                                 uint64_t bytes, int slots)
+                                 uint64_t bytes, int slots, bool gpu_direct)
     : slot_bytes_(round_up(bytes)) {
   SF_CHECK(layers >= 1 && slots >= 2 && bytes > 0, "NVMe checkpoints: ", layers, " layers, ",
            slots, " slots of ", bytes, " bytes");
-  staging_ = be.alloc(MemoryKind::kPinnedHost, staging_bytes(bytes, slots),
-                      "NVMe checkpoint staging");
+  staging_ = be.alloc(gpu_direct ? MemoryKind::kDevice : MemoryKind::kPinnedHost,
+                      staging_bytes(bytes, slots), "NVMe checkpoint staging");
   char* p = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(staging_.data())));
   slots_.resize(size_t(slots));
   for (Slot& s : slots_) {
     s.buf = p;
     p += slot_bytes_;
   }
-  store_ = std::make_unique<NvmeStore>(dir);
+  if (gpu_direct)
+    store_ = make_gds_store(dir);
+  else
+    store_ = std::make_unique<NvmeStore>(dir);
   for (int l = 0; l < layers; ++l) regions_.push_back(store_->alloc(slot_bytes_));
 }
 
@@ -153,6 +159,77 @@ void NvmeCheckpoints::restored(int layer) {
     if (s.pins > 0) --s.pins;
   }
   cv_.notify_all();
+}
+
+bool CheckpointPathRates::gds_faster() const {
+  if (gds_write_gbps <= 0 || gds_read_gbps <= 0) return false;
+  return 1 / gds_write_gbps + 1 / gds_read_gbps < 1 / uring_write_gbps + 1 / uring_read_gbps;
+}
+
+std::string CheckpointPathRates::describe() const {
+  std::string s = str_cat("checkpoint paths, ", bytes >> 20, " MiB device to disk and back: ",
+                          "pinned slot + io_uring ", uring_write_gbps, " / ", uring_read_gbps,
+                          " GB/s (write / read, with the copies)");
+  if (gds_write_gbps > 0)
+    s += str_cat(", GPUDirect Storage ", gds_write_gbps, " / ", gds_read_gbps, " GB/s (",
+                 gds_store, ")");
+  else
+    s += str_cat(", GPUDirect Storage not run: ", gds_error);
+  return s;
+}
+
+CheckpointPathRates NvmeCheckpoints::measure_paths(Backend& be, const std::filesystem::path& dir,
+                                                   uint64_t bytes, int rounds) {
+  CheckpointPathRates r;
+  r.bytes = bytes = round_up(bytes);
+  Buffer dev = be.alloc(MemoryKind::kDevice, bytes, "checkpoint path probe");
+  Buffer pinned = be.alloc(MemoryKind::kPinnedHost, bytes + kAlign, "checkpoint path probe");
+  void* host = reinterpret_cast<void*>(round_up(reinterpret_cast<uintptr_t>(pinned.data())));
+  std::unique_ptr<Stream> s = be.create_stream("checkpoint probe");
+  be.fill_zero(Tensor(dev.data(), DType::kF32, {int64_t(bytes / 4)}), *s);
+  be.synchronize(*s);
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](auto fn) {
+    const auto t0 = clock::now();
+    fn();
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  const double gb = double(bytes) * rounds * 1e-9;
+  {
+    NvmeStore store(dir);
+    const NvmeRegion region = store.alloc(bytes);
+    double tw = 0, tr = 0;
+    for (int k = 0; k < rounds; ++k) {
+      tw += seconds([&] {
+        be.copy(host, dev.data(), bytes, *s);
+        be.synchronize(*s);
+        store.wait(store.write(region, 0, host, bytes));
+      });
+      tr += seconds([&] {
+        store.wait(store.read(region, 0, host, bytes));
+        be.copy(dev.data(), host, bytes, *s);
+        be.synchronize(*s);
+      });
+    }
+    r.uring_write_gbps = gb / tw;
+    r.uring_read_gbps = gb / tr;
+  }
+  if (!gds_available(&r.gds_error)) return r;
+  try {
+    std::unique_ptr<FileStore> store = make_gds_store(dir);
+    r.gds_store = store->describe();
+    const NvmeRegion region = store->alloc(bytes);
+    double tw = 0, tr = 0;
+    for (int k = 0; k < rounds; ++k) {
+      tw += seconds([&] { store->wait(store->write(region, 0, dev.data(), bytes)); });
+      tr += seconds([&] { store->wait(store->read(region, 0, dev.data(), bytes)); });
+    }
+    r.gds_write_gbps = gb / tw;
+    r.gds_read_gbps = gb / tr;
+  } catch (const Error& e) {
+    r.gds_error = e.what();
+  }
+  return r;
 }
 
 }  // namespace sf

@@ -5,7 +5,9 @@
 // stream's callback submits the disk write. Backward: the read of x_j goes into its slot ahead of
 // the restore (a slot that still holds x_j from the forward is not read again); the H2D restore
 // copies from the slot, and a stream callback frees it. The bytes come back unchanged: the run is
-// bit-identical with checkpoints in host memory (EngineNvme tests).
+// bit-identical with checkpoints in host memory (EngineNvme tests). With GPUDirect Storage the
+// slots are device memory and cuFile moves them to and from the disk (make_gds_store): the
+// offload and the restore are then device-to-device copies, and no host buffer is involved.
 #pragma once
 
 #include <condition_variable>
@@ -21,16 +23,32 @@
 
 namespace sf {
 
+// One checkpoint's trip from device memory to the disk and back through each path: pinned slot
+// and io_uring (the D2H or H2D copy and the disk I/O one after the other, as one slot sees them)
+// and GPUDirect Storage; GB/s of the checkpoint's bytes. gds_error says why GPUDirect did not run.
+struct CheckpointPathRates {
+  uint64_t bytes = 0;
+  double uring_write_gbps = 0, uring_read_gbps = 0, gds_write_gbps = 0, gds_read_gbps = 0;
+  std::string gds_store, gds_error;
+  bool gds_faster() const;  // by the time of a write and a read
+  std::string describe() const;
+};
+
 class NvmeCheckpoints {
  public:
   // `bytes`: one layer's checkpoint at most (the largest step's T × C × the dtype's size).
+  // `gpu_direct`: the slots on the device, the store cuFile's (on the calling thread's device).
   NvmeCheckpoints(Backend& be, const std::filesystem::path& dir, int layers, uint64_t bytes,
-                  int slots);
+                  int slots, bool gpu_direct = false);
   ~NvmeCheckpoints();
   NvmeCheckpoints(const NvmeCheckpoints&) = delete;
   NvmeCheckpoints& operator=(const NvmeCheckpoints&) = delete;
 
   static uint64_t staging_bytes(uint64_t bytes, int slots);
+  // Measures both paths in `dir` for checkpoints of `bytes` (`rounds` of each, the backend's
+  // device and a pinned buffer of that size): what nvme_gds auto chooses by.
+  static CheckpointPathRates measure_paths(Backend& be, const std::filesystem::path& dir,
+                                           uint64_t bytes, int rounds = 3);
   static uint64_t disk_bytes(int layers, uint64_t bytes);
 
   // Forward (the engine's thread): the slot the D2H of layer l's `bytes` goes into, once the
@@ -46,7 +64,8 @@ class NvmeCheckpoints {
   const void* restore_source(int layer, uint64_t bytes);
   void restored(int layer);
 
-  NvmeStore::Stats stats() const { return store_->stats(); }
+  FileStore::Stats stats() const { return store_->stats(); }
+  std::string describe() const { return store_->describe(); }
 
  private:
   struct Slot;
@@ -57,7 +76,7 @@ class NvmeCheckpoints {
   void throw_if_broken() const;
 
   Buffer staging_;  // before the store: destroyed after it, which waits for its I/O
-  std::unique_ptr<NvmeStore> store_;
+  std::unique_ptr<FileStore> store_;
   std::vector<NvmeRegion> regions_;  // per layer
   std::vector<Slot> slots_;
   uint64_t slot_bytes_ = 0;

@@ -11,12 +11,12 @@
 #include <string>
 
 #include "core/error.h"
-#include "io/nvme_store.h"
+#include "io/file_store.h"
 
 namespace sf {
 
 template <typename Slot>
-bool settle_nvme_slot(NvmeStore& store, std::unique_lock<std::mutex>& lk,
+bool settle_nvme_slot(FileStore& store, std::unique_lock<std::mutex>& lk,
                       std::condition_variable& cv, Slot& s, std::string& error) {
   const bool had_io = s.io;
   while (s.io) {
@@ -25,7 +25,7 @@ bool settle_nvme_slot(NvmeStore& store, std::unique_lock<std::mutex>& lk,
       continue;
     }
     s.waiting = true;
-    const NvmeStore::Ticket t = s.ticket;
+    const FileStore::Ticket t = s.ticket;
     lk.unlock();
     std::string failure;
     try {

@@ -327,8 +327,12 @@ EnginePlan make_plan(const PlanRequest& r) {
     p.nvme_disk = NvmeTier::disk_bytes(units, on_nvme);
     p.ckpt_on_nvme = ckpt && L > 0;
     p.ckpt_slots = p.ckpt_on_nvme ? std::min(kNvmeCheckpointSlots, L) : 0;
-    p.host.checkpoints = p.ckpt_on_nvme ? NvmeCheckpoints::staging_bytes(ckpt_bytes, p.ckpt_slots)
-                                        : uint64_t(r.devices) * uint64_t(L) * ckpt_bytes;
+    p.ckpt_gds = p.ckpt_on_nvme && r.ckpt_gpu_direct;
+    p.device.ckpt_staging =
+        p.ckpt_gds ? NvmeCheckpoints::staging_bytes(ckpt_bytes, p.ckpt_slots) : 0;
+    p.host.checkpoints = p.ckpt_gds       ? 0
+                         : p.ckpt_on_nvme ? NvmeCheckpoints::staging_bytes(ckpt_bytes, p.ckpt_slots)
+                                          : uint64_t(r.devices) * uint64_t(L) * ckpt_bytes;
     if (p.ckpt_on_nvme) p.nvme_disk += NvmeCheckpoints::disk_bytes(L, ckpt_bytes);
     // Saving or resuming copies a GPU-resident or NVMe tensor's master, m, v through the host,
     // one tensor at a time: not held at start, but counted so the host check covers the save.
@@ -380,6 +384,12 @@ EnginePlan make_plan(const PlanRequest& r) {
       }
     }
   }
+  // GPUDirect slots where the device budget has room for them; else pinned ones.
+  if (p.ckpt_gds && r.gpu_budget > 0 && p.device_total() > r.gpu_budget) {
+    p.ckpt_gds = false;
+    p.device.ckpt_staging = 0;
+    p.host.checkpoints = NvmeCheckpoints::staging_bytes(ckpt_bytes, p.ckpt_slots);
+  }
   return p;
 }
 
@@ -416,6 +426,8 @@ std::string EnginePlan::describe() const {
     << gib(device.activations) << ", workspaces " << gib(device.workspace) << ", batch "
     << gib(device.batch);
   if (device.optimizer) o << ", optimizer state of the GPU-resident units " << gib(device.optimizer);
+  if (device.ckpt_staging)
+    o << ", " << ckpt_slots << " GPUDirect slots of the NVMe checkpoints " << gib(device.ckpt_staging);
   if (backend_scratch) o << ", backend scratch " << gib(backend_scratch);
   if (device_outside) o << ", outside the engine (context, libraries) " << gib(device_outside);
   o << "\n  optimizer: ";
@@ -442,7 +454,9 @@ std::string EnginePlan::describe() const {
     o << ")";
   }
   o << ", activation checkpoints " << gib(host.checkpoints);
-  if (ckpt_on_nvme)
+  if (ckpt_gds)
+    o << " (on NVMe through device slots)";
+  else if (ckpt_on_nvme)
     o << " (" << ckpt_slots << " staging slots of the checkpoints on NVMe)";
   else
     o << " (" << (devices > 1 ? std::to_string(devices) + " devices × " : std::string()) << layers
@@ -467,7 +481,9 @@ std::string EnginePlan::describe() const {
     }
     if (ckpt_on_nvme)
       o << " the activation checkpoints (" << layers << " layers × " << max_tokens << " tokens × "
-        << hidden << " × " << dtype_bytes << " B);";
+        << hidden << " × " << dtype_bytes << " B"
+        << (ckpt_gds ? ", GPUDirect Storage from device slots" : ", io_uring from pinned slots")
+        << ");";
     o << " per step " << nvme_read_bytes * 1e-9 << " GB read, " << nvme_write_bytes * 1e-9
       << " GB written";
   }

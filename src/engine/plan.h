@@ -64,6 +64,9 @@ struct PlanRequest {
   // The activation checkpoints on NVMe too: 1 yes, 0 no, -1 where the host limit needs it (tried
   // before any layer's state: 2 B of disk traffic per byte of host freed, against the state's 3).
   int nvme_checkpoints = -1;
+  // The checkpoints' staging slots on the device, moved by GPUDirect Storage (cuFile) instead of
+  // through pinned host slots and io_uring, where they go to NVMe and the budget has room.
+  bool ckpt_gpu_direct = false;
   // Data parallel (--gpus): engines, one per device, each planned for its own share of a step
   // (max_tokens and max_sequences are per device); the host holds one copy of the state and
   // each engine's checkpoints and batch staging. The GPU-resident share and NVMe are planned for
@@ -74,6 +77,9 @@ struct PlanRequest {
 struct DeviceBytes {
   uint64_t outer = 0, slots = 0, upload = 0, batch = 0, activations = 0, workspace = 0;
   uint64_t optimizer = 0;  // fp32 master, m, v of the GPU-resident units
+  // The NVMe checkpoints' slots with GPUDirect Storage (NvmeCheckpoints allocates them: not in
+  // the engine's buffer, in device_total).
+  uint64_t ckpt_staging = 0;
   uint64_t engine() const {
     return outer + slots + upload + batch + activations + workspace + optimizer;
   }
@@ -122,6 +128,7 @@ struct EnginePlan {
   // The activation checkpoints on NVMe (engine/nvme_checkpoints.h): host.checkpoints is then
   // ckpt_slots staging buffers of one layer's checkpoint.
   bool ckpt_on_nvme = false;
+  bool ckpt_gds = false;  // their slots on the device, through GPUDirect Storage
   int ckpt_slots = 0;
   double nvme_read_bytes = 0, nvme_write_bytes = 0;    // per step
   int64_t layers = 0, hidden = 0;
@@ -132,7 +139,9 @@ struct EnginePlan {
   uint64_t device_outside = 0;
   uint64_t gpu_budget = 0;
   HostBytes host;
-  uint64_t device_total() const { return device.engine() + backend_scratch + device_outside; }
+  uint64_t device_total() const {
+    return device.engine() + device.ckpt_staging + backend_scratch + device_outside;
+  }
   std::string describe() const;  // several lines, for `plan` and the start of `train`
   std::string held_names() const;  // "the head and layers 26-31 (N parameters)"
 };

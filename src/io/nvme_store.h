@@ -1,4 +1,4 @@
-// defines: sf::NvmeStore, sf::NvmeStoreOptions, sf::NvmeRegion — a private scratch store in
+// defines: sf::NvmeStore, sf::NvmeStoreOptions — a private scratch store (io/file_store.h) in
 // --nvme-dir: regions of one unlinked O_DIRECT file (io/scratch_file.h), read and written
 // asynchronously through io_uring at a fixed queue depth, in requests of at most
 // max_request_bytes. Submitting returns a ticket; wait(ticket) returns when its bytes are on the
@@ -12,22 +12,18 @@
 #include <string>
 
 #include "io/extent_allocator.h"
+#include "io/file_store.h"
 #include "io/scratch_file.h"
 
 namespace sf {
-
-using NvmeRegion = Extent;
 
 struct NvmeStoreOptions {
   int queue_depth = 32;                     // requests in flight at once
   uint64_t max_request_bytes = 1ull << 20;  // longer reads and writes are split
 };
 
-class NvmeStore {
+class NvmeStore final : public FileStore {
  public:
-  // Offsets, sizes and host buffers of every request are multiples of this (O_DIRECT).
-  static constexpr uint64_t kAlignment = 4096;
-
   // Refuses a bad `dir` before anything else (io/scratch_file.h) and a kernel without io_uring.
   explicit NvmeStore(const std::filesystem::path& dir, NvmeStoreOptions opt = {});
   // Waits for every request in flight (errors are dropped: wait for tickets to see them).
@@ -37,27 +33,19 @@ class NvmeStore {
 
   // `bytes` rounded up to 4 KiB, its blocks reserved on the disk: a full disk is an error here,
   // not at a later write (where the filesystem can reserve: ScratchFile::reserves_blocks).
-  NvmeRegion alloc(uint64_t bytes);
+  NvmeRegion alloc(uint64_t bytes) override;
   // No request may be in flight on `r`.
   void free(const NvmeRegion& r);
 
-  using Ticket = uint64_t;
-  // `bytes` of `src` into `r` at `offset`; src must stay valid and unchanged until wait().
-  Ticket write(const NvmeRegion& r, uint64_t offset, const void* src, uint64_t bytes);
-  // `bytes` of `r` at `offset` into `dst`, which must not be touched until wait().
-  Ticket read(const NvmeRegion& r, uint64_t offset, void* dst, uint64_t bytes);
-  // Blocks until every request of `t` is complete; each ticket is waited once.
-  void wait(Ticket t);
-  bool done(Ticket t) const;
-
-  struct Stats {
-    uint64_t requests = 0, bytes_read = 0, bytes_written = 0;
-    int max_in_flight = 0;  // the most requests the kernel held at once
-  };
-  Stats stats() const;
+  // Host buffers (FileStore's interface).
+  Ticket write(const NvmeRegion& r, uint64_t offset, const void* src, uint64_t bytes) override;
+  Ticket read(const NvmeRegion& r, uint64_t offset, void* dst, uint64_t bytes) override;
+  void wait(Ticket t) override;
+  bool done(Ticket t) const override;
+  Stats stats() const override;  // max_in_flight: the most requests the kernel held at once
   const ScratchFile& file() const;
   const NvmeStoreOptions& options() const;
-  std::string describe() const;  // one line for the run's log
+  std::string describe() const override;
 
   // False, with the reason, where io_uring cannot be set up (kernel, sysctl, seccomp).
   static bool io_uring_available(std::string* why);

@@ -68,6 +68,7 @@ struct TrainConfig {
   std::filesystem::path nvme_dir;  // the NVMe tier's scratch directory; empty: no tier
   int64_t nvme_layers = -1;        // layers whose state goes there; -1: what host_memory needs
   std::string nvme_checkpoints = "auto";  // auto | on | off: the activation checkpoints there
+  std::string nvme_gds = "auto";  // auto | on | off: those through GPUDirect Storage (cuFile)
   double nvme_bandwidth = 0;       // GB/s read and write for `plan`; 0: measured in nvme_dir
   std::filesystem::path trace;     // non-empty: the engine's timeline (Chrome trace JSON)
   std::string backend = "auto";  // auto (cuda when a GPU is present) | cpu | cuda

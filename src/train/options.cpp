@@ -361,6 +361,12 @@ std::vector<OptionSpec> make_options() {
        "", kNvmeCheckpoints, "engine",
        SF_SET { c.nvme_checkpoints = pick(v, w, kNvmeCheckpoints); },
        SF_GET { return c.nvme_checkpoints; }},
+      {"nvme_gds", {}, Type::kEnum,
+       "with the checkpoints on NVMe: move them with GPUDirect Storage (cuFile, device memory to "
+       "the disk) instead of pinned host slots and io_uring: auto (both measured in nvme_dir at "
+       "start, the faster taken), on, off",
+       "", kNvmeCheckpoints, "engine", SF_SET { c.nvme_gds = pick(v, w, kNvmeCheckpoints); },
+       SF_GET { return c.nvme_gds; }},
       {"nvme_bandwidth", {}, Type::kFloat,
        "the disk's read and write rate in GB/s for the plan's prediction (`plan` on a "
        "hypothetical host: implies the tier without nvme_dir); 0: measured in nvme_dir",

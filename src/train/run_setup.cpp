@@ -72,6 +72,15 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   req.nvme = !c.nvme_dir.empty();
   req.nvme_layers = int(c.nvme_layers);
   req.nvme_checkpoints = c.nvme_checkpoints == "on" ? 1 : c.nvme_checkpoints == "off" ? 0 : -1;
+  // GPUDirect slots where asked for and cuFile opens (auto: the run measures both paths).
+  if (req.nvme && c.nvme_gds != "off") {
+    std::string why;
+    const bool gds = wants_cuda(c.backend) && gds_available(&why);
+    SF_CHECK(gds || c.nvme_gds != "on", "nvme_gds: on, but GPUDirect Storage is not available: ",
+             wants_cuda(c.backend) ? why : std::string("the backend is the CPU's"),
+             "; use nvme_gds: auto or off");
+    req.ckpt_gpu_direct = gds;
+  }
   if (req.nvme)
     req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/true);
   req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff

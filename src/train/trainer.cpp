@@ -139,6 +139,14 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.nvme_dir = c.nvme_dir.string();
   opt.on_nvme = setup.plan.on_nvme;
   opt.nvme_checkpoints = setup.plan.ckpt_on_nvme ? 1 : 0;
+  opt.nvme_gds = setup.plan.ckpt_gds;
+  if (opt.nvme_gds && c.nvme_gds == "auto") {  // the faster path for these checkpoints, measured
+    const CheckpointPathRates rates = NvmeCheckpoints::measure_paths(
+        *backend, c.nvme_dir, uint64_t(req.max_tokens * spec.hidden) * dtype_size(DType::kBF16));
+    opt.nvme_gds = rates.gds_faster();
+    log << rates.describe() << "; taken: "
+        << (opt.nvme_gds ? "GPUDirect Storage" : "pinned slots + io_uring") << "\n";
+  }
   opt.trace_path = c.trace.string();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
   opt.max_grad_norm = c.max_grad_norm;

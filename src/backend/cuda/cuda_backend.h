@@ -1,6 +1,7 @@
 // defines: sf::CudaBackendOptions, sf::make_cuda_backend, sf::cuda_device_count,
-// sf::cuda_stream_handle, sf::make_nccl_collective — the CUDA implementation of sf::Backend
-// (compute dtype BF16), and NCCL's reduction across GPUs.
+// sf::cuda_stream_handle, sf::make_nccl_collective, sf::gds_available, sf::make_gds_store — the
+// CUDA implementation of sf::Backend (compute dtype BF16), NCCL's reduction across GPUs, and
+// GPUDirect Storage.
 //
 // This header compiles and its functions link in every build: without CUDA (SF_HAVE_CUDA unset)
 // make_cuda_backend throws sf::Error "built without CUDA" and cuda_device_count() returns 0.
@@ -8,12 +9,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/collective.h"
+#include "io/file_store.h"
 
 namespace sf {
 
@@ -68,5 +71,12 @@ void* cuda_stream_handle(Stream& s);
 std::unique_ptr<Collective> make_nccl_collective(const std::vector<Backend*>& backends,
                                                  const std::vector<int>& devices,
                                                  std::string* why);
+
+// GPUDirect Storage (gds_store.cpp): whether libcufile loads and its driver opens
+// ($SF_CUFILE_LIB, else libcufile.so.0 from the loader's path), else why not; and a FileStore in
+// `dir` whose buffers are device memory of the calling thread's current device, moved by cuFile
+// (throws where it is not available). False / throws without CUDA.
+bool gds_available(std::string* why);
+std::unique_ptr<FileStore> make_gds_store(const std::filesystem::path& dir);
 
 }  // namespace sf

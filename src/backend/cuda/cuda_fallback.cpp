@@ -23,6 +23,15 @@ void* cuda_stream_handle(Stream&) {
   SF_FAIL("cuda_stream_handle: SlideFormer was built without CUDA");
 }
 
+bool gds_available(std::string* why) {
+  if (why) *why = "SlideFormer was built without CUDA";
+  return false;
+}
+
+std::unique_ptr<FileStore> make_gds_store(const std::filesystem::path&) {
+  SF_FAIL("GPUDirect Storage: SlideFormer was built without CUDA; use nvme_gds: off");
+}
+
 std::unique_ptr<Collective> make_nccl_collective(const std::vector<Backend*>&,
                                                  const std::vector<int>&, std::string* why) {
   if (why) *why = "SlideFormer was built without CUDA";
