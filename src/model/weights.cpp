@@ -1,4 +1,4 @@
-// defines: expected_tensors, load_tensor_f32, check_checkpoint_tensors, save_hf_checkpoint.
+// defines: expected_tensors, load_tensor_f32, check_checkpoint_tensors, save_hf_checkpoint, with_saved_dtype.
 #include "model/weights.h"
 
 #include <fcntl.h>
@@ -11,6 +11,8 @@
 #include <cstring>
 #include <map>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -173,6 +175,27 @@ void check_checkpoint_tensors(const SafetensorsReader& reader, const ModelSpec& 
            "bias or qk-norm settings)");
 }
 
+std::string with_saved_dtype(const std::string& config_json_text, DType dtype) {
+  // transformers' save_pretrained records the weights' dtype ("torch_dtype"; "dtype" from v5):
+  // loaders with dtype "auto" (vLLM, from_pretrained) take it. The text is kept as it was where
+  // it already says so.
+  const char* name = dtype == DType::kBF16 ? "bfloat16" : dtype == DType::kF16 ? "float16" : "float32";
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(config_json_text);
+  bool same = true;
+  bool any = false;
+  for (const char* key : {"torch_dtype", "dtype"})
+    if (j.contains(key)) {
+      any = true;
+      same = same && j[key] == name;
+      j[key] = name;
+    }
+  if (!any) {
+    j["torch_dtype"] = name;
+    same = false;
+  }
+  return same ? config_json_text : j.dump(2) + "\n";
+}
+
 void save_hf_checkpoint(const fs::path& dir, const ModelSpec& spec,
                         const std::string& config_json_text,
                         const std::vector<TensorToWrite>& tensors, DType dtype,
@@ -214,7 +237,7 @@ void save_hf_checkpoint(const fs::path& dir, const ModelSpec& spec,
   options.max_shard_bytes = max_shard_bytes;
   // config.json is written with the weights and renamed after them (issue 14: a full disk used to
   // leave new weights without a config).
-  options.companion_files.emplace_back("config.json", config_json_text);
+  options.companion_files.emplace_back("config.json", with_saved_dtype(config_json_text, dtype));
   write_safetensors(dir, out, options);  // creates dir
 }
 

@@ -1,5 +1,6 @@
 // defines: expected_tensors, load_tensor_f32, check_checkpoint_tensors, save_hf_checkpoint,
-// shape_str — the checks between a ModelSpec (config.json) and the tensors of a checkpoint.
+// with_saved_dtype, shape_str — the checks between a ModelSpec (config.json) and the tensors of a
+// checkpoint.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +37,10 @@ void check_checkpoint_tensors(const SafetensorsReader& reader, const ModelSpec& 
 // (config_json_text as given, checked against spec; temporary file + rename) and the weights via
 // write_safetensors. `tensors` must be exactly expected_tensors(spec) by name and shape, except
 // that lm_head.weight of a tied model may be given and is then left out.
+// config.json's text with its "torch_dtype" (and "dtype", where present) saying `dtype`, the
+// saved weights' (unchanged text where it already does).
+std::string with_saved_dtype(const std::string& config_json_text, DType dtype);
+
 void save_hf_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec,
                         const std::string& config_json_text,
                         const std::vector<TensorToWrite>& tensors, DType dtype = DType::kBF16,
