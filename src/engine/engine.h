@@ -151,7 +151,8 @@ class Engine {
   Engine(Backend& backend, Engine& primary, int rank);
   PlanRequest plan_request();  // from the options and the backend's device
   void init_outer_parts(const PlanRequest& req);
-  void setup_device(const PlanRequest& req);  // everything on the device, the streams, events
+  // This engine's own: its batch staging, everything on the device, the streams and events.
+  void setup_device(const PlanRequest& req);
   // Device 0's alone: the NVMe tier, the optimizer, its CPUs, the trace.
   void setup_host_side(const PlanRequest& req);
   // The step's samples cut into one share per device, whole samples in order, equal counts (±1),

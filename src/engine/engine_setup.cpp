@@ -121,12 +121,6 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
       ring_ = std::make_unique<GradRing>(host_grads_.data(), plan_.grad_ring_slots, slot);
     }
   }
-  host_batch_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.staging / uint64_t(plan_.devices),
-                          "batch staging");
-  host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
-                                        batch_ints(T, opt_.max_sequences) * 4);
-  host_sumsq_ = reinterpret_cast<double*>(reinterpret_cast<char*>(host_loss_) + 256);
-  host_nonfinite_ = reinterpret_cast<int64_t*>(host_sumsq_ + units());
   setup_device(req);
   setup_host_side(req);
   if (devices == 1) return;
@@ -160,17 +154,18 @@ Engine::Engine(Backend& backend, Engine& primary, int rank)
     host_ckpt_.push_back(std::move(b));
     ckpt_.push_back(static_cast<char*>(host_ckpt_.back().data()));
   }
+  setup_device(req);
+}
+
+void Engine::setup_device(const PlanRequest& req) {
+  const int64_t T = opt_.max_tokens;
+  // ---- this engine's pinned staging: the batch, the loss, per-unit read-backs ----
   host_batch_ = be_.alloc(MemoryKind::kPinnedHost, plan_.host.staging / uint64_t(plan_.devices),
                           "batch staging");
   host_loss_ = reinterpret_cast<float*>(static_cast<char*>(host_batch_.data()) +
                                         batch_ints(T, opt_.max_sequences) * 4);
   host_sumsq_ = reinterpret_cast<double*>(reinterpret_cast<char*>(host_loss_) + 256);
   host_nonfinite_ = reinterpret_cast<int64_t*>(host_sumsq_ + units());
-  setup_device(req);
-}
-
-void Engine::setup_device(const PlanRequest& req) {
-  const int64_t T = opt_.max_tokens;
   // ---- device: one buffer, carved as the plan measured it ----
   const PlanDims dims{plan_.window, T,          opt_.max_sequences, plan_.micro_tokens,
                       plan_.upload_tile, plan_.on_device, req.clipping};

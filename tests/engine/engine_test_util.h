@@ -66,6 +66,17 @@ inline EngineOptions run_options(int window, float max_grad_norm) {
   return opt;
 }
 
+// Every tensor's master weights (the first `prefix` values of each where prefix > 0).
+inline std::vector<std::vector<float>> all_weights(Engine& e, int64_t prefix = 0) {
+  std::vector<std::vector<float>> out;
+  e.visit_weights([&](const TensorDesc& d, const float* p) {
+    int64_t n = 1;
+    for (int64_t x : d.shape) n *= x;
+    out.emplace_back(p, p + (prefix > 0 ? prefix : n));
+  });
+  return out;
+}
+
 // `steps` steps of the alternating test batches; the losses and the first 8 values of every
 // tensor after them (all of them with `whole`).
 inline TrainRun train(const fs::path& dir, const EngineOptions& opt, int steps, bool whole = false) {
@@ -76,11 +87,7 @@ inline TrainRun train(const fs::path& dir, const EngineOptions& opt, int steps, 
   TrainRun r;
   for (int s = 0; s < steps; ++s)
     r.losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
-  e.visit_weights([&](const TensorDesc& d, const float* p) {
-    int64_t n = 1;
-    for (int64_t x : d.shape) n *= x;
-    r.weights.emplace_back(p, p + (whole ? n : 8));
-  });
+  r.weights = all_weights(e, whole ? 0 : 8);
   return r;
 }
 

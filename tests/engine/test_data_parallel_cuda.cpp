@@ -61,11 +61,7 @@ Losses run(const fs::path& dir, int engines, float clip) {
     r.norm.push_back(st.grad_norm);
   }
   EXPECT_EQ(backend_allocations(), before) << engines << " engines: a step allocated memory";
-  e.visit_weights([&](const TensorDesc& d, const float* p) {
-    int64_t n = 1;
-    for (int64_t x : d.shape) n *= x;
-    r.weights.emplace_back(p, p + n);
-  });
+  r.weights = all_weights(e);
   return r;
 }
 
@@ -90,11 +86,7 @@ TEST(DataParallelCuda, TwoEnginesOnOneGpuTrainAsOne) {
       o.max_sequences = 4;
       Engine e(*be, spec, o);
       load_model_weights(e, dir);
-      e.visit_weights([&](const TensorDesc& d, const float* p) {
-        int64_t n = 1;
-        for (int64_t x : d.shape) n *= x;
-        z.weights.emplace_back(p, p + n);
-      });
+      z.weights = all_weights(e);
       return z;
     }();
     for (size_t t = 0; t < one.weights.size(); ++t)

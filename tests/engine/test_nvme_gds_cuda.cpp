@@ -33,11 +33,7 @@ TrainRun cuda_run(const fs::path& dir, EngineOptions opt) {
     EXPECT_GT(st.bytes_written, 0u);
     EXPECT_GT(st.bytes_read, 0u);
   }
-  e.visit_weights([&](const TensorDesc& d, const float* p) {
-    int64_t n = 1;
-    for (int64_t x : d.shape) n *= x;
-    r.weights.emplace_back(p, p + n);
-  });
+  r.weights = all_weights(e);
   return r;
 }
 

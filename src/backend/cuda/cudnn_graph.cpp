@@ -2,46 +2,36 @@
 // libcudnn.so.9 and building operation graphs and plans through the backend descriptor API.
 #include "backend/cuda/cudnn_graph.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
+
+#include "backend/cuda/dl_library.h"
 
 namespace sf::cuda::cudnn {
 namespace {
 
-// Opens `path` and resolves the entry points; r.error says why not.
-Api load(const std::string& path) {
+// Opens $SF_CUDNN_LIB, else libcudnn.so.9, and resolves the entry points; r.error says why not.
+Api load() {
   Api r;
-  r.lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!r.lib) {
-    const char* e = dlerror();
-    r.error = "dlopen(" + path + "): " + (e ? e : "not found");
-    return r;
-  }
-  auto get = [&](auto& fn, const char* name, bool required = true) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(r.lib, name));
-    if (!fn && required && r.error.empty()) r.error = path + " lacks " + name;
-  };
-  get(r.create, "cudnnCreate");
-  get(r.destroy, "cudnnDestroy");
-  get(r.set_stream, "cudnnSetStream");
-  get(r.get_version, "cudnnGetVersion");
-  get(r.error_string, "cudnnGetErrorString");
-  get(r.last_error, "cudnnGetLastErrorString", false);
-  get(r.create_desc, "cudnnBackendCreateDescriptor");
-  get(r.destroy_desc, "cudnnBackendDestroyDescriptor");
-  get(r.finalize, "cudnnBackendFinalize");
-  get(r.set_attr, "cudnnBackendSetAttribute");
-  get(r.get_attr, "cudnnBackendGetAttribute");
-  get(r.execute, "cudnnBackendExecute");
+  DlLibrary dl("SF_CUDNN_LIB", "libcudnn.so.9");
+  dl.get(r.create, "cudnnCreate");
+  dl.get(r.destroy, "cudnnDestroy");
+  dl.get(r.set_stream, "cudnnSetStream");
+  dl.get(r.get_version, "cudnnGetVersion");
+  dl.get(r.error_string, "cudnnGetErrorString");
+  dl.get(r.last_error, "cudnnGetLastErrorString", false);
+  dl.get(r.create_desc, "cudnnBackendCreateDescriptor");
+  dl.get(r.destroy_desc, "cudnnBackendDestroyDescriptor");
+  dl.get(r.finalize, "cudnnBackendFinalize");
+  dl.get(r.set_attr, "cudnnBackendSetAttribute");
+  dl.get(r.get_attr, "cudnnBackendGetAttribute");
+  dl.get(r.execute, "cudnnBackendExecute");
+  r.lib = dl.lib, r.path = dl.path, r.error = dl.error;
   if (r.error.empty()) r.version = r.get_version();
-  r.path = path;
   return r;
 }
 
@@ -52,10 +42,7 @@ const Api& api() {
   // newest of several": a version is known only once a library is loaded, and two libcudnn.so.9
   // in one process share sub-libraries (libcudnn_graph.so.9, ...) by soname. Tried on the H200
   // (system 9.14 loaded, then torch's 9.19): the 9.19 handle was not usable and 9.14 ran.
-  static const Api a = [] {
-    const char* env = std::getenv("SF_CUDNN_LIB");
-    return load(env && *env ? env : "libcudnn.so.9");
-  }();
+  static const Api a = load();
   return a;
 }
 

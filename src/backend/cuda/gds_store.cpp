@@ -5,7 +5,6 @@
 // Without the nvidia-fs kernel module cuFile runs in its compatibility mode: POSIX reads and
 // writes of the O_DIRECT file through cuFile's own pinned bounce buffers.
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <sys/types.h>
 
 #include <cerrno>
@@ -17,9 +16,9 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/dl_library.h"
 #include "core/error.h"
 #include "io/extent_allocator.h"
 #include "io/scratch_file.h"
@@ -58,23 +57,13 @@ struct CuFileApi {
 const CuFileApi& cufile() {
   static const CuFileApi a = [] {
     CuFileApi r;
-    const char* env = std::getenv("SF_CUFILE_LIB");
-    r.path = env && *env ? env : "libcufile.so.0";
-    r.lib = dlopen(r.path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!r.lib) {
-      const char* e = dlerror();
-      r.error = "dlopen(" + r.path + "): " + (e ? e : "not found");
-      return r;
-    }
-    auto get = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(r.lib, name));
-      if (!fn && r.error.empty()) r.error = r.path + " lacks " + name;
-    };
-    get(r.driver_open, "cuFileDriverOpen");
-    get(r.handle_register, "cuFileHandleRegister");
-    get(r.handle_deregister, "cuFileHandleDeregister");
-    get(r.read, "cuFileRead");
-    get(r.write, "cuFileWrite");
+    cuda::DlLibrary dl("SF_CUFILE_LIB", "libcufile.so.0");
+    dl.get(r.driver_open, "cuFileDriverOpen");
+    dl.get(r.handle_register, "cuFileHandleRegister");
+    dl.get(r.handle_deregister, "cuFileHandleDeregister");
+    dl.get(r.read, "cuFileRead");
+    dl.get(r.write, "cuFileWrite");
+    r.lib = dl.lib, r.path = dl.path, r.error = dl.error;
     if (!r.error.empty()) return r;
     const CuFileError e = r.driver_open();
     if (e.err != 0)

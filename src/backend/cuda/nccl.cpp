@@ -3,14 +3,13 @@
 // links NCCL or needs its headers. One process drives every GPU: ncclCommInitAll makes one
 // communicator per device, and each engine's thread calls ncclReduce on its own.
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <cstdlib>
 #include <mutex>
-#include <type_traits>
 
 #include "backend/collective.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/dl_library.h"
 #include "core/error.h"
 
 namespace sf {
@@ -39,24 +38,14 @@ struct NcclApi {
 const NcclApi& nccl() {
   static const NcclApi a = [] {
     NcclApi r;
-    const char* env = std::getenv("SF_NCCL_LIB");
-    r.path = env && *env ? env : "libnccl.so.2";
-    r.lib = dlopen(r.path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!r.lib) {
-      const char* e = dlerror();
-      r.error = "dlopen(" + r.path + "): " + (e ? e : "not found");
-      return r;
-    }
-    auto get = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(r.lib, name));
-      if (!fn && r.error.empty()) r.error = r.path + " lacks " + name;
-    };
-    get(r.get_version, "ncclGetVersion");
-    get(r.init_all, "ncclCommInitAll");
-    get(r.reduce, "ncclReduce");
-    get(r.destroy, "ncclCommDestroy");
-    get(r.abort, "ncclCommAbort");
-    get(r.error_string, "ncclGetErrorString");
+    cuda::DlLibrary dl("SF_NCCL_LIB", "libnccl.so.2");
+    dl.get(r.get_version, "ncclGetVersion");
+    dl.get(r.init_all, "ncclCommInitAll");
+    dl.get(r.reduce, "ncclReduce");
+    dl.get(r.destroy, "ncclCommDestroy");
+    dl.get(r.abort, "ncclCommAbort");
+    dl.get(r.error_string, "ncclGetErrorString");
+    r.lib = dl.lib, r.path = dl.path, r.error = dl.error;
     if (r.error.empty()) r.get_version(&r.version);
     return r;
   }();
