@@ -12,6 +12,7 @@
 
 #include "backend/collective.h"
 #include "core/error.h"
+#include "engine/plan.h"
 #include "engine_test_util.h"
 
 namespace sf {
@@ -236,6 +237,40 @@ TEST(PeerCollective, AbortWakesARankWaitingForAPeer) {
   waiter.join();
   EXPECT_NE(error.find("GPU 1 failed"), std::string::npos) << error;
   EXPECT_THROW(coll->reduce_sum(0, Tensor(x.data(), DType::kF32, {100}), 0, *s), Error);
+}
+
+}  // namespace
+}  // namespace sf
+
+namespace sf {
+namespace {
+
+// The plan of N devices: each device's figures are one device's; the host holds one copy of the
+// state and the gradients, and each device's checkpoints and batch staging (issue 16: no more
+// than the single-GPU run plus the extra checkpoints).
+TEST(DataParallel, HostPlanIsOneStatePlusEachDevicesCheckpoints) {
+  const fs::path dir = tiny_model("dp_plan", "llama", false);
+  PlanRequest r;
+  r.spec = load_model_spec(dir);
+  r.max_tokens = 64;
+  r.max_sequences = 4;
+  r.window = 2;
+  const EnginePlan one = make_plan(r);
+  for (int n : {2, 4}) {
+    r.devices = n;
+    const EnginePlan many = make_plan(r);
+    EXPECT_EQ(many.device.engine(), one.device.engine());
+    EXPECT_EQ(many.host.state, one.host.state);
+    EXPECT_EQ(many.host.grads, one.host.grads);
+    EXPECT_EQ(many.host.checkpoints, uint64_t(n) * one.host.checkpoints);
+    EXPECT_EQ(many.host.staging, uint64_t(n) * one.host.staging);
+    EXPECT_EQ(many.host.total() - one.host.total(),
+              uint64_t(n - 1) * (one.host.checkpoints + one.host.staging));
+    EXPECT_NE(many.describe().find("on each of " + std::to_string(n) + " GPUs"), std::string::npos);
+  }
+  r.devices = 2;
+  r.device_optimizer = DeviceOptimizer::kAll;
+  EXPECT_THROW(make_plan(r), Error);
 }
 
 }  // namespace
