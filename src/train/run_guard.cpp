@@ -1,5 +1,6 @@
 #include "train/run_guard.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -122,6 +123,27 @@ void check_output_space(const fs::path& output, double bytes_needed) {
            double(s.available) / gib, " GiB free, but this run writes about ", bytes_needed / gib,
            " GiB (the final model, and with save_steps the checkpoints kept, each with its fp32 ",
            "optimizer state): free space, lower save_total_limit, or give another output_dir");
+}
+
+void check_nvme_space(const fs::path& nvme_dir, double bytes_needed, const fs::path& output,
+                      double output_bytes) {
+  std::error_code ec;
+  fs::space_info s = fs::space(nvme_dir, ec);
+  if (g_free_space_override >= 0) s.available = uintmax_t(g_free_space_override.load()), ec = {};
+  if (ec) return;  // unknown: the scratch file's reservation will say
+  struct stat a {}, b {};
+  const bool shared = !output.empty() && stat(nvme_dir.c_str(), &a) == 0 &&
+                      stat(output.c_str(), &b) == 0 && a.st_dev == b.st_dev;
+  const double need = bytes_needed + (shared ? output_bytes : 0);
+  const double gib = double(1ull << 30);
+  SF_CHECK(double(s.available) >= need, "nvme_dir ", nvme_dir.string(), " has ",
+           double(s.available) / gib, " GiB free, but the NVMe tier needs ", bytes_needed / gib,
+           " GiB there (the state of the layers the plan puts on disk, the checkpoints if there, "
+           "and the 1 GiB bandwidth probe)",
+           shared ? str_cat(" and output_dir, on the same file system, about ", output_bytes / gib,
+                            " GiB")
+                  : std::string(),
+           ": free space, give another nvme_dir, or raise host_memory so fewer layers go there");
 }
 
 SignalGuard::SignalGuard() {

@@ -28,7 +28,12 @@ double output_bytes_needed(const TrainConfig& c, int64_t parameters, int64_t tot
 // Free space for what the run will write (output_bytes_needed), checked before the first step so
 // that a full disk does not discard the training at its first save.
 void check_output_space(const std::filesystem::path& output, double bytes_needed);
-// Tests: the free space check_output_space sees (-1: the file system's).
+// Free space in nvme_dir for the NVMe tier's scratch file (`bytes_needed`: the plan's disk bytes
+// and the bandwidth probe's), checked before anything is allocated; where output_dir is on the
+// same file system, what the run writes there (`output_bytes`) counts too.
+void check_nvme_space(const std::filesystem::path& nvme_dir, double bytes_needed,
+                      const std::filesystem::path& output, double output_bytes);
+// Tests: the free space check_output_space and check_nvme_space see (-1: the file system's).
 void override_free_space_for_test(int64_t bytes);
 
 // While alive, SIGINT and SIGTERM only set a flag (a second one stops at once).

@@ -125,6 +125,13 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   // ---- engine ----
   const PlanRequest req = train_plan_request(c, spec, batcher, eval_batches);
   RunSetup setup = make_run_setup(c.backend, req);  // the plan first: M sizes the CUDA scratch
+  if (setup.plan.nvme_disk > 0)  // the disk's room before the host state is pinned
+    check_nvme_space(c.nvme_dir, double(setup.plan.nvme_disk + kNvmeProbeBytes), c.output_dir,
+                     c.output_dir.empty() ? 0
+                                          : output_bytes_needed(c, parameter_count(spec),
+                                                                plan.total_steps,
+                                                                side_files_bytes(c.model_dir,
+                                                                                 data.tokenizer_dir)));
   std::unique_ptr<Backend>& backend = setup.backend;
   EngineOptions opt;
   opt.window = c.window;

@@ -455,5 +455,27 @@ TEST(TrainCheckpoint, FailedSaveLeavesThePreviousCheckpointIntact) {
   EXPECT_EQ(s.steps, 4);
 }
 
+// The NVMe tier's room in nvme_dir is checked before anything is allocated; an output_dir on the
+// same file system adds what the run writes there, one elsewhere does not.
+TEST(TrainCheckpoint, NvmeDirectoryWithoutRoomIsRefusedFirst) {
+  const fs::path d = fs::temp_directory_path() / "sf_nvme_space";
+  fs::remove_all(d);
+  fs::create_directories(d / "out");
+  const double gib = double(1ull << 30);
+  override_free_space_for_test(int64_t(3 * gib));
+  EXPECT_NO_THROW(check_nvme_space(d, 2 * gib, "", 0));
+  EXPECT_NO_THROW(check_nvme_space(d, 2 * gib, "/nonexistent_output", 5 * gib));
+  const std::string alone = error_text([&] { check_nvme_space(d, 4 * gib, "", 0); });
+  const std::string shared = error_text([&] { check_nvme_space(d, 2 * gib, d / "out", 2 * gib); });
+  override_free_space_for_test(-1);
+  EXPECT_NE(alone.find("nvme_dir " + d.string() + " has 3 GiB free, but the NVMe tier needs 4 GiB"),
+            std::string::npos)
+      << alone;
+  EXPECT_NE(shared.find("and output_dir, on the same file system, about 2 GiB"),
+            std::string::npos)
+      << shared;
+  fs::remove_all(d);
+}
+
 }  // namespace
 }  // namespace sf
