@@ -43,7 +43,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   const ModelSpec spec = load_model_spec(c.model_dir);
   RunSamples data = load_run_samples(c, spec, std::cout);
   Batcher batcher(std::move(data.train), c.batch_size * c.gpus, c.shuffle, c.seed,
-                  c.packing ? c.batch_size * c.cutoff_len : 0, c.grad_accum);
+                  c.packing ? c.batch_size * c.gpus * c.cutoff_len : 0, c.grad_accum);
   const std::vector<Batch> eval_batches = make_eval_batches(
       data.eval, (c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size) * c.gpus);
   PlanRequest req = train_plan_request(c, spec, batcher, eval_batches);

@@ -362,9 +362,18 @@ std::vector<Batch> Engine::split_shares(const Batch& b, int n) const {
   SF_CHECK(nseq >= n, "a step of ", nseq, " samples cannot feed ", n,
            " GPUs (each needs at least one): raise --batch-size or lower --gpus");
   // Equal counts of samples (a per-device batch, as the trainer's --batch-size is one): share k
-  // holds samples [k·nseq/n, (k+1)·nseq/n). Balancing tokens instead is planned.
+  // holds samples [k·nseq/n, (k+1)·nseq/n). Balanced tokens: share k starts at the first sample
+  // boundary at or past k·T/n tokens, leaving every later share a sample at least.
   std::vector<int64_t> first(size_t(n) + 1, 0);
   for (int k = 0; k <= n; ++k) first[size_t(k)] = int64_t(k) * nseq / n;
+  if (opt_.balance_tokens) {
+    const int64_t T = b.tokens();
+    for (int k = 1; k < n; ++k) {
+      int64_t i = first[size_t(k - 1)] + 1;
+      while (i < nseq - (n - k) && int64_t(b.cu_seqlens[size_t(i)]) * n < int64_t(k) * T) ++i;
+      first[size_t(k)] = i;
+    }
+  }
   std::vector<Batch> shares(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {
     const int32_t t0 = b.cu_seqlens[size_t(first[size_t(k)])];

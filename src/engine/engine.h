@@ -68,6 +68,9 @@ struct EngineOptions {
   // a step's batch holds every device's share: its samples in N runs of equal count (±1).
   std::vector<Backend*> data_parallel;
   Collective* collective = nullptr;
+  // Cut each step into shares of equal tokens (whole samples; packed steps, whose sample counts
+  // vary) instead of equal counts of samples. A share then holds at most T/N + the longest sample.
+  bool balance_tokens = false;
 };
 
 struct StepResult {
@@ -155,8 +158,8 @@ class Engine {
   void setup_device(const PlanRequest& req);
   // Device 0's alone: the NVMe tier, the optimizer, its CPUs, the trace.
   void setup_host_side(const PlanRequest& req);
-  // The step's samples cut into one share per device, whole samples in order, equal counts (±1),
-  // each within the plan's tokens and samples.
+  // The step's samples cut into one share per device, whole samples in order: equal counts (±1),
+  // or with balance_tokens equal tokens where the samples allow; each within the plan.
   std::vector<Batch> split_shares(const Batch& batch, int parts) const;
   // This device's part of a training step (forward, head, backward; gradients reduced into
   // device 0 and sent from there): returns its share's summed loss, F32 as the device summed it.

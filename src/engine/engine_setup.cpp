@@ -127,7 +127,12 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   // The other devices' engines, each made on its device; then this thread is this device's again.
   for (int r = 1; r < devices; ++r) {
     Backend& b = *opt_.data_parallel[size_t(r - 1)];
-    replicas_.push_back(std::unique_ptr<Engine>(new Engine(b, *this, r)));
+    try {
+      replicas_.push_back(std::unique_ptr<Engine>(new Engine(b, *this, r)));
+    } catch (const Error& e) {
+      be_.bind_thread();
+      SF_FAIL("GPU ", r, " (", b.name(), "): ", e.what());
+    }
   }
   be_.bind_thread();
 }

@@ -385,8 +385,9 @@ std::vector<OptionSpec> make_options() {
        SF_GET { return c.backend; }},
       {"gpus", {}, Type::kInt,
        "GPUs of this host to train on, data parallel: each takes batch_size samples of every "
-       "step; one host copy of the optimizer state; each gradient summed over the GPUs (NCCL) "
-       "before its one copy to the host. With backend cpu: simulated devices",
+       "step (with packing, an equal share of its tokens); one host copy of the optimizer state; "
+       "each gradient summed over the GPUs (NCCL) before its one copy to the host. With backend "
+       "cpu: simulated devices",
        "integer in [1, 64]", {}, "engine", SF_SET { c.gpus = int(parse_int(v, w, 1, 64)); },
        SF_GET { return std::to_string(c.gpus); }},
   };
@@ -507,9 +508,6 @@ void validate_config(const TrainConfig& c) {
            " exceeds max_steps ", c.steps, ": shorten the warmup or train longer");
   SF_CHECK(c.warmup_steps == 0 || c.warmup_ratio == 0,
            "warmup_steps and warmup_ratio both given: give one of them");
-  SF_CHECK(c.gpus == 1 || !c.packing, "gpus ", c.gpus, " with packing is not supported yet: ",
-           "the GPUs take equal counts of samples, and packed steps hold varying counts; set ",
-           "packing: false or train on one GPU");
   SF_CHECK(c.gpus == 1 || c.nvme_dir.empty(), "gpus ", c.gpus, " with nvme_dir is not supported ",
            "yet: the NVMe tier serves one GPU; drop nvme_dir or train on one GPU");
   // Token counts, positions and sequence bounds of a step are 32-bit in the engine's batch.

@@ -86,9 +86,16 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff
                          : c.device_optimizer == "all" ? DeviceOptimizer::kAll
                                                        : DeviceOptimizer::kAuto;
-  if (c.gpus > 1) {
-    // The engine gives each GPU an equal count of the step's samples (±1, more to the later ones):
-    // at most ceil(samples / gpus) of them, each at most the longest.
+  if (c.gpus > 1 && c.packing) {
+    // Equal tokens (Engine: balance_tokens): a share holds at most T/gpus + the longest sample,
+    // and every other GPU takes a sample at least.
+    req.devices = c.gpus;
+    req.max_tokens =
+        std::min(req.max_tokens, (req.max_tokens + c.gpus - 1) / c.gpus + req.max_sample_tokens);
+    req.max_sequences = std::max<int64_t>(1, req.max_sequences - (c.gpus - 1));
+  } else if (c.gpus > 1) {
+    // Equal counts of the step's samples (±1, more to the later ones): at most
+    // ceil(samples / gpus) of them, each at most the longest.
     req.devices = c.gpus;
     req.max_sequences = (req.max_sequences + c.gpus - 1) / c.gpus;
     req.max_tokens = std::min(req.max_tokens, req.max_sequences * req.max_sample_tokens);

@@ -110,7 +110,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   const int64_t n_train = int64_t(data.train.size());
   // A step holds every GPU's samples (gpus × batch_size); the engine gives each its share.
   Batcher batcher(std::move(data.train), c.batch_size * c.gpus, c.shuffle, c.seed,
-                  c.packing ? c.batch_size * c.cutoff_len : 0, c.grad_accum);
+                  c.packing ? c.batch_size * c.gpus * c.cutoff_len : 0, c.grad_accum);
   const Plan plan = plan_schedule(c, batcher);
   LrSchedule sched{kind, c.lr, plan.warmup, plan.total_steps, c.min_lr_ratio};
   sched.validate();
@@ -159,6 +159,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.max_grad_norm = c.max_grad_norm;
   for (auto& b : setup.more) opt.data_parallel.push_back(b.get());
   opt.collective = setup.collective.get();
+  opt.balance_tokens = c.packing;
   if (!setup.devices_line.empty()) log << "data parallel: " << setup.devices_line << "\n";
   Engine engine(*backend, spec, opt);
   log << "plan: " << engine.plan().describe() << "\n";

@@ -99,8 +99,8 @@ TEST(DataParallel, IsBitIdenticalWithOneDeviceOfTheSameMicroBatches) {
   }
 }
 
-// Samples of several lengths, tied embeddings: the shares are not the single device's
-// micro-batches (and a tied head's gradient meets the embedding's in another order), so the
+// Samples of several lengths, shares of equal counts or of equal tokens (packing), tied
+// embeddings: the shares are not the single device's micro-batches (and a tied head's gradient meets the embedding's in another order), so the
 // sums are regrouped — equal to fp32 rounding, step after step.
 TEST(DataParallel, MatchesOneDeviceToRoundingWithUnevenSamples) {
   const std::vector<int> lengths = {13, 21, 7, 9, 17, 5, 12};
@@ -114,12 +114,17 @@ TEST(DataParallel, MatchesOneDeviceToRoundingWithUnevenSamples) {
       one.max_tokens = 84;
       one.max_sequences = 7;
       const DpRun single = train_on(dir, one, 1, steps, eval);
-      EngineOptions each = one;
-      each.max_tokens = 60;  // the largest share of two (9+17+5+12 = 43) or three fits
-      each.max_sequences = 5;
+      for (bool balance : {false, true})
       for (int devices : {2, 3}) {
+        EngineOptions each = one;
+        // The largest share: of equal counts, 9+17+5+12 = 43 tokens; of equal tokens (packing),
+        // at most 84/2 + 21 (50 here).
+        each.max_tokens = balance ? 64 : 60;
+        each.max_sequences = balance ? 6 : 5;
+        each.balance_tokens = balance;
         const DpRun dp = train_on(dir, each, devices, steps, eval);
-        const std::string what = str_cat("tied ", tied, ", clip ", clip, ", ", devices, " devices");
+        const std::string what = str_cat("tied ", tied, ", clip ", clip, ", ", devices,
+                                         " devices, balanced tokens ", balance);
         ASSERT_EQ(dp.losses.size(), single.losses.size());
         for (size_t s = 0; s < dp.losses.size(); ++s) {
           EXPECT_NEAR(dp.losses[s], single.losses[s], 1e-5 * std::abs(single.losses[s])) << what;
