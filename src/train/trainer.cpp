@@ -114,10 +114,12 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   const Plan plan = plan_schedule(c, batcher);
   LrSchedule sched{kind, c.lr, plan.warmup, plan.total_steps, c.min_lr_ratio};
   sched.validate();
+  const double output_bytes =
+      c.output_dir.empty() ? 0
+                           : output_bytes_needed(c, parameter_count(spec), plan.total_steps,
+                                                 side_files_bytes(c.model_dir, data.tokenizer_dir));
   if (!c.output_dir.empty())  // before the engine is built and the first step runs
-    check_output_space(c.output_dir,
-                       output_bytes_needed(c, parameter_count(spec), plan.total_steps,
-                                           side_files_bytes(c.model_dir, data.tokenizer_dir)));
+    check_output_space(c.output_dir, output_bytes);
   const std::vector<Batch> eval_batches =
       make_eval_batches(data.eval, (c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size) *
                                        c.gpus);
@@ -127,11 +129,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   RunSetup setup = make_run_setup(c.backend, req);  // the plan first: M sizes the CUDA scratch
   if (setup.plan.nvme_disk > 0)  // the disk's room before the host state is pinned
     check_nvme_space(c.nvme_dir, double(setup.plan.nvme_disk + kNvmeProbeBytes), c.output_dir,
-                     c.output_dir.empty() ? 0
-                                          : output_bytes_needed(c, parameter_count(spec),
-                                                                plan.total_steps,
-                                                                side_files_bytes(c.model_dir,
-                                                                                 data.tokenizer_dir)));
+                     output_bytes);
   std::unique_ptr<Backend>& backend = setup.backend;
   EngineOptions opt;
   opt.window = c.window;
