@@ -247,7 +247,10 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     if (sum.eval_loss >= 0)
       lines.push_back(str_cat("eval_loss ", sum.eval_loss, ", perplexity ", std::exp(sum.eval_loss),
                               " over ", sum.eval_tokens, " tokens"));
-    write_report(c.output_dir, config_yaml, engine.plan().describe(), lines);
+    write_report(c.output_dir, config_yaml,
+                 (setup.devices_line.empty() ? "" : "data parallel: " + setup.devices_line + "\n") +
+                     engine.plan().describe(),
+                 lines);
   };
   auto run_eval = [&](int64_t step) {
     const EvalResult r = evaluate_all(engine, eval_batches);

@@ -182,6 +182,7 @@ TEST(CliChecks, TrainOnSimulatedDevicesEqualsOneDevice) {
   const std::string a = file_bytes(d / "one" / "model.safetensors");
   EXPECT_FALSE(a.empty());
   EXPECT_TRUE(a == file_bytes(d / "two" / "model.safetensors")) << "the saved weights differ";
+  EXPECT_NE(file_bytes(d / "two" / "report.html").find("2 simulated devices"), std::string::npos);
 
   // Packed steps are cut by tokens: the same losses to rounding (the 4 printed decimals).
   Result packed_one = run(common + " --batch-size 2 --packing --no-save");
