@@ -1,6 +1,9 @@
 #include "engine/nvme_checkpoints.h"
 
 #include <chrono>
+#include <functional>
+#include <tuple>
+#include <utility>
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
@@ -188,44 +191,45 @@ CheckpointPathRates NvmeCheckpoints::measure_paths(Backend& be, const std::files
   std::unique_ptr<Stream> s = be.create_stream("checkpoint probe");
   be.fill_zero(Tensor(dev.data(), DType::kF32, {int64_t(bytes / 4)}), *s);
   be.synchronize(*s);
-  using clock = std::chrono::steady_clock;
-  auto seconds = [](auto fn) {
-    const auto t0 = clock::now();
-    fn();
-    return std::chrono::duration<double>(clock::now() - t0).count();
-  };
-  const double gb = double(bytes) * rounds * 1e-9;
-  {
-    NvmeStore store(dir);
+  // `rounds` trips of `buf` to the store and back: seconds writing and reading, each with the
+  // copies `out` and `in` (the pinned path's D2H before its write, H2D after its read).
+  auto trips = [&](FileStore& store, void* buf, const std::function<void()>& out,
+                   const std::function<void()>& in) {
+    using clock = std::chrono::steady_clock;
     const NvmeRegion region = store.alloc(bytes);
     double tw = 0, tr = 0;
     for (int k = 0; k < rounds; ++k) {
-      tw += seconds([&] {
-        be.copy(host, dev.data(), bytes, *s);
-        be.synchronize(*s);
-        store.wait(store.write(region, 0, host, bytes));
-      });
-      tr += seconds([&] {
-        store.wait(store.read(region, 0, host, bytes));
-        be.copy(dev.data(), host, bytes, *s);
-        be.synchronize(*s);
-      });
+      const auto t0 = clock::now();
+      out();
+      store.wait(store.write(region, 0, buf, bytes));
+      const auto t1 = clock::now();
+      store.wait(store.read(region, 0, buf, bytes));
+      in();
+      const auto t2 = clock::now();
+      tw += std::chrono::duration<double>(t1 - t0).count();
+      tr += std::chrono::duration<double>(t2 - t1).count();
     }
-    r.uring_write_gbps = gb / tw;
-    r.uring_read_gbps = gb / tr;
+    const double gb = double(bytes) * rounds * 1e-9;
+    return std::pair<double, double>(gb / tw, gb / tr);
+  };
+  {
+    NvmeStore store(dir);
+    std::tie(r.uring_write_gbps, r.uring_read_gbps) = trips(
+        store, host,
+        [&] {
+          be.copy(host, dev.data(), bytes, *s);
+          be.synchronize(*s);
+        },
+        [&] {
+          be.copy(dev.data(), host, bytes, *s);
+          be.synchronize(*s);
+        });
   }
   if (!gds_available(&r.gds_error)) return r;
   try {
     std::unique_ptr<FileStore> store = make_gds_store(dir);
     r.gds_store = store->describe();
-    const NvmeRegion region = store->alloc(bytes);
-    double tw = 0, tr = 0;
-    for (int k = 0; k < rounds; ++k) {
-      tw += seconds([&] { store->wait(store->write(region, 0, dev.data(), bytes)); });
-      tr += seconds([&] { store->wait(store->read(region, 0, dev.data(), bytes)); });
-    }
-    r.gds_write_gbps = gb / tw;
-    r.gds_read_gbps = gb / tr;
+    std::tie(r.gds_write_gbps, r.gds_read_gbps) = trips(*store, dev.data(), [] {}, [] {});
   } catch (const Error& e) {
     r.gds_error = e.what();
   }
