@@ -514,7 +514,11 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
       x = restore_[j % 2];
     }
     const int64_t n = host_[size_t(1 + j)]->layout.numel;
-    if (!s.mem.stage) be_.wait(*compute_, *s.stage_free);  // the D2H reads the fp32 grads
+    // Without a stage the D2H reads the fp32 grads: of this slot, or of every slot where they
+    // share one buffer (with a stage, its cast ran on this stream before: nothing to wait for).
+    if (!s.mem.stage)
+      for (auto& o : slots_)
+        if (o.get() == &s || o->mem.grads == s.mem.grads) be_.wait(*compute_, *o->stage_free);
     if (coll_) be_.wait(*compute_, *s.grads_read);         // and the reduction
     Event* t = tmark(*compute_);
     be_.fill_zero(Tensor(s.mem.grads, DType::kF32, {n}), *compute_);

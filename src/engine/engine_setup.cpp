@@ -173,7 +173,7 @@ void Engine::setup_device(const PlanRequest& req) {
   host_nonfinite_ = reinterpret_cast<int64_t*>(host_sumsq_ + units());
   // ---- device: one buffer, carved as the plan measured it ----
   const PlanDims dims{plan_.window, T,          opt_.max_sequences, plan_.micro_tokens,
-                      plan_.upload_tile, plan_.on_device, req.clipping};
+                      plan_.upload_tile, plan_.on_device, req.clipping, plan_.devices == 1};
   dev_ = be_.alloc(MemoryKind::kDevice, plan_.device.engine(), "device cache units and workspace");
   parts_ = carve_device(spec_, dt_, dims, dev_.data(), nullptr);
   for (size_t u = 0; u < host_.size(); ++u)

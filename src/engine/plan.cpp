@@ -31,10 +31,11 @@ constexpr int kGradRingSlots = 4;
 // ≈ 0.35 ns/param (2.9 G params/s while copies run, GPU machine, docs/perf.md), a fifth; with the
 // head, a quarter. Cost: 2 B/param of host memory for the held share (4 GiB for 8B).
 constexpr int64_t kHeldShareNum = 1, kHeldShareDen = 4;
-// Micro-batches of 16k tokens run the 8B layer's GEMMs (16384 × 4096 × 14336) at their full rate
-// (docs/perf.md: the layer at 16384 tokens is at 78 % of the matmul peak, as at 32k), so the plan
+// Micro-batches of 8k tokens run the 8B layer's GEMMs (8192 × 4096 × 14336) at their full rate:
+// `plan` measured the layer (forward, recompute + backward) at 709–724 TFLOP/s at M = 8192 and
+// 693–735 at 16384 on the H200 machine (bench/e2e/h200_2026-12-04_*), 660 at 2048. So the plan
 // trades larger M for optimizer state on the device only down to here.
-constexpr int64_t kSaturatingTokens = 16384;
+constexpr int64_t kSaturatingTokens = 8192;
 // The NVMe tier's update slots: the unit being updated, the next one read ahead, the last one
 // being written back (each a layer's 12 B/param: 2.6 GB for the 8B layer).
 constexpr int kNvmeUpdateSlots = 3;
@@ -51,7 +52,8 @@ Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t tile,
                   const std::vector<bool>& on_device = {}) {
   Sized s;
   carve_device(r.spec, r.dtype,
-               PlanDims{window, r.max_tokens, r.max_sequences, M, tile, on_device, r.clipping},
+               PlanDims{window, r.max_tokens, r.max_sequences, M, tile, on_device, r.clipping,
+                        r.devices == 1},
                nullptr, &s.device);
   if (r.backend_scratch) s.backend = r.backend_scratch(M);
   return s;
@@ -130,9 +132,12 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
       dt != DType::kF32 && !all_outer_on_device ? b.take_bytes(size_t(grads_n) * dsz) : nullptr;
   section(&n.outer);
   p.slots.resize(size_t(d.window));
-  for (auto& s : p.slots) {
+  float* grads = nullptr;
+  for (size_t k = 0; k < p.slots.size(); ++k) {
+    auto& s = p.slots[k];
     s.params = b.take_bytes(size_t(layer_n) * dsz);
-    s.grads = static_cast<float*>(b.take_bytes(size_t(layer_n) * 4));
+    if (k == 0 || !d.shared_slot_grads) grads = static_cast<float*>(b.take_bytes(size_t(layer_n) * 4));
+    s.grads = grads;
     s.stage = dt != DType::kF32 ? b.take_bytes(size_t(layer_n) * dsz) : nullptr;
   }
   section(&n.slots);

@@ -4,8 +4,11 @@
 // host and device checks read it.
 //
 // Device: the outer unit (embedding, final norm, head: compute-dtype weights, fp32 gradients and
-// their compute-dtype copy for the D2H — none when both are GPU-resident), W cache slots of the largest layer (the same three), one
-// fp32 upload tile (weights go H2D as fp32 and are cast on the device: no compute-dtype copy of
+// their compute-dtype copy for the D2H — none when both are GPU-resident), W cache slots of the
+// largest layer (weights and the compute-dtype copy of the gradients; on one device the slots share
+// one fp32 gradient buffer — a layer's gradient is cast to its stage on the compute stream before
+// the next layer's backward zeroes the buffer — with several, each slot has its own, read by the
+// reduction while the next layer computes), one fp32 upload tile (weights go H2D as fp32 and are cast on the device: no compute-dtype copy of
 // the model on the host), the step's batch, five T×C activation buffers (x/y of the forward, two
 // checkpoint restores, ∂L/∂x) and the workspaces of ONE micro-batch of M tokens (layer, head and
 // the backend's own), and the optimizer state (fp32 master, m, v) of the GPU-resident share: the
@@ -183,6 +186,9 @@ struct PlanDims {
   int64_t tokens, sequences, micro_tokens, upload_tile;
   std::vector<bool> on_device;  // per unit; empty: none
   bool clipping = false;
+  // One fp32 gradient buffer for every slot (one device); false: one each (data parallel, where
+  // the reduce stream reads a layer's gradient while the next layer's backward runs).
+  bool shared_slot_grads = true;
 };
 DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, void* base,
                          DeviceBytes* bytes);

@@ -207,7 +207,7 @@ TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) 
   };
   const EnginePlan none = with_budget(off.device_total() + embed - 256);
   EXPECT_EQ(none.device_params, 0);
-  EXPECT_EQ(none.micro_tokens, 4096);  // T ≤ 16k: M is not traded
+  EXPECT_EQ(none.micro_tokens, 4096);  // T ≤ 8k: M is not traded
   const EnginePlan one = with_budget(off.device_total() + embed + 512);
   EXPECT_TRUE(one.on_device.front());
   EXPECT_FALSE(one.on_device.back());
@@ -228,7 +228,7 @@ TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) 
   r.gpu_budget = off.device_total();
   EXPECT_THROW(make_plan(r), Error);
 
-  // A long step: M halves for the embedding's state, but not below 16k tokens. (A large
+  // A long step: M halves for the embedding's state, but not below 8k tokens. (A large
   // vocabulary makes the embedding's state outweigh the workspaces' growth from M to 2M.)
   r.spec.vocab = 400000;
   r.max_tokens = 65536;
@@ -250,11 +250,15 @@ TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) 
   const EnginePlan traded = make_plan(r);
   EXPECT_TRUE(traded.on_device.front());
   EXPECT_EQ(traded.micro_tokens, 32768);
-  r.gpu_budget = total(8192, true);  // the embedding would need M = 8192 < 16384
-  ASSERT_LE(total(16384, false), r.gpu_budget);
+  r.gpu_budget = total(8192, true);  // fits at M = 8192, the floor
+  const EnginePlan at_floor = make_plan(r);
+  EXPECT_TRUE(at_floor.on_device.front());
+  EXPECT_EQ(at_floor.micro_tokens, 8192);
+  r.gpu_budget = total(4096, true);  // the embedding would need M = 4096 < 8192
+  ASSERT_LE(total(8192, false), r.gpu_budget);
   const EnginePlan floor = make_plan(r);
   EXPECT_FALSE(floor.on_device.front());
-  EXPECT_GE(floor.micro_tokens, 16384);
+  EXPECT_GE(floor.micro_tokens, 8192);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "engine/micro_batch.h"
 #include "engine/plan.h"
 #include "model/init.h"
+#include "model/layout.h"
 #include "model/spec.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -258,6 +259,44 @@ TEST(Plan, BudgetChoosesTheMicroBatchAndRefusesWhatCannotFit) {
   r.gpu_budget = 0;
   r.micro_tokens = 100;  // shorter than the longest sample
   EXPECT_THROW(make_plan(r), Error);
+}
+
+// One device: the window's slots share one fp32 gradient buffer (a layer's gradient is cast to
+// its slot's stage before the next layer's backward zeroes it), so a slot costs its weights and
+// stage only; data parallel keeps one per slot (the reduction reads it while the next layer runs).
+TEST(Plan, SlotsShareOneGradientBufferOnOneDevice) {
+  fs::path dir = tiny_model("plan_grads", "llama", false);
+  const ModelSpec spec = load_model_spec(dir);
+  const int64_t n = layer_layout(spec, 0).numel;
+  const auto round = [](uint64_t b) { return (b + 255) / 256 * 256; };
+  std::vector<char> mem(64 << 20);
+  for (bool shared : {true, false}) {
+    DeviceBytes w2, w3;
+    const PlanDims d2{2, 512, 4, 512, 1 << 16, {}, false, shared};
+    PlanDims d3 = d2;
+    d3.window = 3;
+    carve_device(spec, DType::kBF16, d2, nullptr, &w2);
+    carve_device(spec, DType::kBF16, d3, nullptr, &w3);
+    const uint64_t grads = round(uint64_t(n) * 4), weights = round(uint64_t(n) * 2);
+    EXPECT_EQ(w3.slots - w2.slots, shared ? 2 * weights : 2 * weights + grads) << shared;
+    const DeviceParts p = carve_device(spec, DType::kBF16, d3, mem.data(), nullptr);
+    ASSERT_EQ(p.slots.size(), 3u);
+    EXPECT_EQ(p.slots[0].grads == p.slots[2].grads, shared);
+    EXPECT_NE(p.slots[0].stage, p.slots[1].stage);
+    EXPECT_NE(p.slots[0].params, p.slots[1].params);
+  }
+  // The plan carves as it counted: two devices, one buffer more per slot beyond the first.
+  PlanRequest r;
+  r.spec = spec;
+  r.dtype = DType::kBF16;
+  r.max_tokens = 512;
+  r.max_sequences = 4;
+  r.max_sample_tokens = 128;
+  const EnginePlan one = make_plan(r);
+  r.devices = 2;
+  r.device_optimizer = DeviceOptimizer::kOff;
+  const EnginePlan two = make_plan(r);
+  EXPECT_EQ(two.device.slots - one.device.slots, round(uint64_t(n) * 4) * uint64_t(one.window - 1));
 }
 
 // --trace: the timeline has every stream's spans, the optimizer's and one summary per step;
