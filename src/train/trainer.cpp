@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <optional>
 #include <sstream>
 
@@ -36,6 +37,30 @@ namespace {
 
 // The process's start (static initialisation runs before main): start-up is measured from here.
 const std::chrono::steady_clock::time_point kLaunch = std::chrono::steady_clock::now();
+
+// Start-up's phases, each from the end of the one before: "data 1.2 s, backend 3.4 s, …".
+class PhaseClock {
+ public:
+  void mark(const char* phase) {
+    const auto now = std::chrono::steady_clock::now();
+    text_ += str_cat(text_.empty() ? "" : ", ", phase, " ", fixed(now - last_), " s");
+    last_ = now;
+  }
+  double total() const { return seconds(std::chrono::steady_clock::now() - kLaunch); }
+  const std::string& text() const { return text_; }
+
+ private:
+  static double seconds(std::chrono::steady_clock::duration d) {
+    return std::chrono::duration<double>(d).count();
+  }
+  static std::string fixed(std::chrono::steady_clock::duration d) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f", seconds(d));
+    return b;
+  }
+  std::chrono::steady_clock::time_point last_ = kLaunch;
+  std::string text_;
+};
 
 const char* signal_name(int sig) {
   return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
@@ -106,6 +131,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   }
 
   // ---- data ----
+  PhaseClock startup;
+  startup.mark("checks");
   RunSamples data = load_run_samples(c, spec, log);
   const int64_t n_train = int64_t(data.train.size());
   // A step holds every GPU's samples (gpus × batch_size); the engine gives each its share.
@@ -126,7 +153,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
 
   // ---- engine ----
   const PlanRequest req = train_plan_request(c, spec, batcher, eval_batches);
+  startup.mark("data");
   RunSetup setup = make_run_setup(c.backend, req);  // the plan first: M sizes the CUDA scratch
+  startup.mark("backend");
   if (setup.plan.nvme_disk > 0)  // the disk's room before the host state is pinned
     check_nvme_space(c.nvme_dir, double(setup.plan.nvme_disk + kNvmeProbeBytes), c.output_dir,
                      output_bytes);
@@ -160,6 +189,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.balance_tokens = c.packing;
   if (!setup.devices_line.empty()) log << "data parallel: " << setup.devices_line << "\n";
   Engine engine(*backend, spec, opt);
+  startup.mark("allocation");
   log << "plan: " << engine.plan().describe() << "\n";
   if (!engine.cpu_placement().empty()) log << "  " << engine.cpu_placement() << "\n";
   // The NVMe tier's disk, measured in its directory: the prediction's disk rates and the floor
@@ -189,6 +219,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
       log << predicted->describe(req.max_tokens) << " (" << describe(*mc) << ")\n";
     }
   }
+  startup.mark("disk probe and prediction");
   int64_t start_step = 0;
   if (resume) {
     const TrainerState& st = *resumed;
@@ -208,6 +239,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
           << ", starting from the model\n";
     load_model_weights(engine, c.model_dir);
   }
+  startup.mark("weights");
   const std::string plan_line =
       str_cat("model ", spec.arch_name, ": ", spec.layers, " layers, hidden ", spec.hidden, ", ",
               parameter_count(spec), " parameters; ", n_train, " samples of ≤ ", c.cutoff_len,
@@ -265,9 +297,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   double timed_secs = 0;  // the steps after this call's first, whose time the prediction is for
   int64_t timed_steps = 0, timed_tokens = 0;
   std::optional<NvmeStore::Stats> nvme_at_timing;  // the tier's I/O when the timed steps began
-  log << "start-up: "
-      << std::chrono::duration<double>(std::chrono::steady_clock::now() - kLaunch).count()
-      << " s from launch to the first step (data, plan, allocation, weights)\n";
+  startup.mark("other");
+  log << "start-up: " << startup.total() << " s from launch to the first step (" << startup.text()
+      << ")\n";
   for (int64_t s = start_step; s < plan.total_steps; ++s) {
     Batch b = batcher.next();
     const float lr = sched.lr_at(s);
