@@ -150,8 +150,8 @@ Tensor Engine::outer_grads(const OuterPart& o) const {
 
 OuterParams Engine::outer_grad_views() const {
   OuterParams g;
-  g.embed = host_[0]->layout.view(int(OuterTensor::kEmbed), outer_grads(*embed_part_).data,
-                                  DType::kF32);
+  g.embed =
+      host_[0]->layout.view(int(OuterTensor::kEmbed), outer_grads(*embed_part_).data, DType::kF32);
   const UnitLayout& h = host_.back()->layout;
   g.norm = h.view(int(OuterTensor::kFinalNorm), outer_grads(*head_part_).data, DType::kF32);
   g.head = spec_.tie_word_embeddings
@@ -320,7 +320,7 @@ void Engine::forward_layers(bool save_checkpoints) {
   const int L = int(spec_.layers);
   for (int i = 0; i < L; ++i) {
     for (int j = i; j < std::min(i + opt_.window, L); ++j) load_layer(j);
-    prefetch_nvme(i + opt_.window);  // the next load's read from the disk
+    prefetch_nvme(i + opt_.window);                   // the next load's read from the disk
     if (i + opt_.window >= L) prefetch(*head_part_);  // behind the last layer's load
     Slot& s = slot_of(i);
     be_.wait(*compute_, *s.loaded);
@@ -473,8 +473,8 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
   ensure_loaded(*head_part_);
   Event* t_head = tmark(*compute_);
   for (Micro& m : micro_)
-    head_forward_backward(be_, spec_, op, og, m.in, m.head_ws, rows(act_[L % 2], m),
-                          rows(grad_, m), loss_sum_, grad_scale, *compute_);
+    head_forward_backward(be_, spec_, op, og, m.in, m.head_ws, rows(act_[L % 2], m), rows(grad_, m),
+                          loss_sum_, grad_scale, *compute_);
   tspan(TraceTrack::kCompute, "head", t_head, *compute_);
   be_.copy(host_loss_, loss_sum_.data, 4, *compute_);
   // The head's gradient (final norm and, untied, lm_head) is complete: its update overlaps the
@@ -519,7 +519,7 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
     if (!s.mem.stage)
       for (auto& o : slots_)
         if (o.get() == &s || o->mem.grads == s.mem.grads) be_.wait(*compute_, *o->stage_free);
-    if (coll_) be_.wait(*compute_, *s.grads_read);         // and the reduction
+    if (coll_) be_.wait(*compute_, *s.grads_read);  // and the reduction
     Event* t = tmark(*compute_);
     be_.fill_zero(Tensor(s.mem.grads, DType::kF32, {n}), *compute_);
     for (Micro& m : micro_) {  // recompute, then differentiate; weight gradients accumulate

@@ -55,8 +55,7 @@ PlanRequest Engine::plan_request() {
   req.nvme_layers = opt_.nvme_layers;
   req.on_nvme = opt_.on_nvme;
   req.nvme_checkpoints = opt_.nvme_checkpoints;
-  if (req.nvme)
-    req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
+  if (req.nvme) req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
   req.devices = 1 + int(opt_.data_parallel.size());
   req.ckpt_gpu_direct = opt_.nvme_gds;
   return req;
@@ -73,8 +72,8 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   if (devices > 1) coll_ = opt_.collective;
   const PlanRequest req = plan_request();
   plan_ = make_plan(req);
-  SF_CHECK((plan_.nvme_params == 0 && !plan_.ckpt_on_nvme) || req.nvme, "engine: the plan puts units on NVMe but no ",
-           "--nvme-dir was given");
+  SF_CHECK((plan_.nvme_params == 0 && !plan_.ckpt_on_nvme) || req.nvme,
+           "engine: the plan puts units on NVMe but no ", "--nvme-dir was given");
   opt_.window = plan_.window;
   const size_t dsz = dtype_size(dt_);
   const int64_t T = opt_.max_tokens, C = spec_.hidden;
@@ -124,8 +123,8 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     }
     if (plan_.grad_ring_slots > 0) {
       const size_t slot = UnitState::grad_bytes(plan_.grad_piece, dt_);
-      host_grads_ = be_.alloc(MemoryKind::kPinnedHost, slot * size_t(plan_.grad_ring_slots),
-                              "gradient ring");
+      host_grads_ =
+          be_.alloc(MemoryKind::kPinnedHost, slot * size_t(plan_.grad_ring_slots), "gradient ring");
       ring_ = std::make_unique<GradRing>(host_grads_.data(), plan_.grad_ring_slots, slot);
     }
   }
@@ -180,8 +179,10 @@ void Engine::setup_device(const PlanRequest& req) {
   host_sumsq_ = reinterpret_cast<double*>(reinterpret_cast<char*>(host_loss_) + 256);
   host_nonfinite_ = reinterpret_cast<int64_t*>(host_sumsq_ + units());
   // ---- device: one buffer, carved as the plan measured it ----
-  const PlanDims dims{plan_.window, T,          opt_.max_sequences, plan_.micro_tokens,
-                      plan_.upload_tile, plan_.on_device, req.clipping, plan_.devices == 1};
+  const PlanDims dims{plan_.window,       T,
+                      opt_.max_sequences, plan_.micro_tokens,
+                      plan_.upload_tile,  plan_.on_device,
+                      req.clipping,       plan_.devices == 1};
   dev_ = be_.alloc(MemoryKind::kDevice, plan_.device.engine(), "device cache units and workspace");
   parts_ = carve_device(spec_, dt_, dims, dev_.data(), nullptr);
   for (size_t u = 0; u < host_.size(); ++u)
@@ -415,8 +416,8 @@ void Engine::visit_state_read(const std::function<void(const TensorState&)>& fn)
       if (h->on_device || h->on_nvme)
         fn(TensorState{e.desc, e.numel, nullptr, nullptr, nullptr, fetcher(u, &e)});
       else
-        fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset,
-                       h->v + e.offset, {}});
+        fn(TensorState{
+            e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset, {}});
     }
   }
 }

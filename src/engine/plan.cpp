@@ -136,7 +136,8 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   for (size_t k = 0; k < p.slots.size(); ++k) {
     auto& s = p.slots[k];
     s.params = b.take_bytes(size_t(layer_n) * dsz);
-    if (k == 0 || !d.shared_slot_grads) grads = static_cast<float*>(b.take_bytes(size_t(layer_n) * 4));
+    if (k == 0 || !d.shared_slot_grads)
+      grads = static_cast<float*>(b.take_bytes(size_t(layer_n) * 4));
     s.grads = grads;
     s.stage = dt != DType::kF32 ? b.take_bytes(size_t(layer_n) * dsz) : nullptr;
   }
@@ -173,8 +174,8 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
 
 EnginePlan make_plan(const PlanRequest& r) {
   const int64_t T = r.max_tokens;
-  SF_CHECK(T > 0 && r.max_sequences > 0 && r.max_sequences <= T,
-           "plan: the tokens per step (", T, ") and samples per step (", r.max_sequences,
+  SF_CHECK(T > 0 && r.max_sequences > 0 && r.max_sequences <= T, "plan: the tokens per step (", T,
+           ") and samples per step (", r.max_sequences,
            ") must be positive, with no more samples than tokens");
   SF_CHECK(r.window >= 1, "window must be at least 1 layer (got ", r.window, ")");
   // The longest sample bounds M from below; unknown (0), an M asked for is checked step by step
@@ -198,13 +199,14 @@ EnginePlan make_plan(const PlanRequest& r) {
   SF_CHECK(r.devices >= 1, "plan: devices must be at least 1 (got ", r.devices, ")");
   // Data parallel keeps every unit's state on the host, in RAM: a GPU-resident unit would need a
   // copy updated on every device, and the NVMe tier's slots serve one engine's loads (planned).
-  SF_CHECK(r.devices == 1 ||
-               (!r.nvme && std::count(r.on_nvme.begin(), r.on_nvme.end(), true) == 0),
-           "--gpus ", r.devices, " with --nvme-dir is not supported yet: the NVMe tier serves one "
+  SF_CHECK(r.devices == 1 || (!r.nvme && std::count(r.on_nvme.begin(), r.on_nvme.end(), true) == 0),
+           "--gpus ", r.devices,
+           " with --nvme-dir is not supported yet: the NVMe tier serves one "
            "GPU; drop --nvme-dir or train on one GPU");
   SF_CHECK(r.devices == 1 || (r.device_optimizer != DeviceOptimizer::kAll &&
                               std::count(r.on_device.begin(), r.on_device.end(), true) == 0),
-           "--gpus ", r.devices, " keeps the optimizer on the host: the GPU-resident share "
+           "--gpus ", r.devices,
+           " keeps the optimizer on the host: the GPU-resident share "
            "(--device-optimizer all) is for one GPU; use --device-optimizer off or auto");
   p.dtype_bytes = dtype_size(r.dtype);
 
@@ -248,11 +250,11 @@ EnginePlan make_plan(const PlanRequest& r) {
     p.on_device = r.on_device;
   } else if (r.device_optimizer == DeviceOptimizer::kAll) {
     p.on_device[0] = p.on_device[head] = true;
-  } else if (r.device_optimizer == DeviceOptimizer::kAuto && r.gpu_budget > 0 &&
-             r.devices == 1 && fits(p.window, p.micro_tokens, none)) {
-    const int64_t floor_m =
-        r.micro_tokens > 0 ? p.micro_tokens
-                           : std::min(p.micro_tokens, std::max(longest, kSaturatingTokens));
+  } else if (r.device_optimizer == DeviceOptimizer::kAuto && r.gpu_budget > 0 && r.devices == 1 &&
+             fits(p.window, p.micro_tokens, none)) {
+    const int64_t floor_m = r.micro_tokens > 0
+                                ? p.micro_tokens
+                                : std::min(p.micro_tokens, std::max(longest, kSaturatingTokens));
     for (size_t c : {size_t(0), head}) {
       std::vector<bool> trial = p.on_device;
       trial[c] = true;
@@ -270,10 +272,9 @@ EnginePlan make_plan(const PlanRequest& r) {
   p.device = s.device;
   p.backend_scratch = s.backend;
   if (r.gpu_budget > 0 && p.device_total() > r.gpu_budget) {
-    Sized least = size_device(r, 1, r.micro_tokens > 0 ? first_m : longest, p.upload_tile,
-                              r.device_optimizer == DeviceOptimizer::kAll || !r.on_device.empty()
-                                  ? p.on_device
-                                  : none);
+    Sized least = size_device(
+        r, 1, r.micro_tokens > 0 ? first_m : longest, p.upload_tile,
+        r.device_optimizer == DeviceOptimizer::kAll || !r.on_device.empty() ? p.on_device : none);
     const uint64_t smallest = least.device.engine() + least.backend + r.device_outside;
     SF_FAIL("the GPU budget of ", gib(r.gpu_budget), " is too small for this run: it needs ",
             gib(p.device_total()), " with window ", p.window, " and micro-batches of ",
@@ -295,8 +296,8 @@ EnginePlan make_plan(const PlanRequest& r) {
   const uint64_t ckpt_bytes = uint64_t(T * r.spec.hidden) * dtype_size(r.dtype);
   // Staging: the batch, the loss (256 B), then per unit a sum of squares and a count of the
   // weights a device update left non-finite (the GPU-resident units' values read back).
-  p.host.staging =
-      uint64_t(r.devices) * (uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 16);
+  p.host.staging = uint64_t(r.devices) *
+                   (uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 16);
   // The state and gradients with the bottom `n` layers' state on NVMe, the checkpoints there too
   // with `ckpt`.
   auto place = [&](const std::vector<bool>& on_nvme, bool ckpt) {
@@ -430,9 +431,11 @@ std::string EnginePlan::describe() const {
     << gib(device.slots) << ", upload tile " << gib(device.upload) << ", activations "
     << gib(device.activations) << ", workspaces " << gib(device.workspace) << ", batch "
     << gib(device.batch);
-  if (device.optimizer) o << ", optimizer state of the GPU-resident units " << gib(device.optimizer);
+  if (device.optimizer)
+    o << ", optimizer state of the GPU-resident units " << gib(device.optimizer);
   if (device.ckpt_staging)
-    o << ", " << ckpt_slots << " GPUDirect slots of the NVMe checkpoints " << gib(device.ckpt_staging);
+    o << ", " << ckpt_slots << " GPUDirect slots of the NVMe checkpoints "
+      << gib(device.ckpt_staging);
   if (backend_scratch) o << ", backend scratch " << gib(backend_scratch);
   if (device_outside) o << ", outside the engine (context, libraries) " << gib(device_outside);
   o << "\n  optimizer: ";

@@ -10,22 +10,22 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "engine/engine.h"
 #include "engine/machine.h"
 #include "engine/predict.h"
 #include "io/atomic_file.h"
+#include "io/nvme_probe.h"
+#include "io/scratch_file.h"
 #include "model/spec.h"
 #include "train/checkpoint.h"
 #include "train/config_file.h"
 #include "train/data.h"
-#include "train/run_setup.h"
-#include "core/host_memory.h"
-#include "io/nvme_probe.h"
-#include "io/scratch_file.h"
 #include "train/options.h"
 #include "train/progress.h"
 #include "train/report.h"
 #include "train/run_guard.h"
+#include "train/run_setup.h"
 #include "train/samples.h"
 #include "train/tensorboard.h"
 #include "train/train_state.h"
@@ -147,9 +147,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
                                                  side_files_bytes(c.model_dir, data.tokenizer_dir));
   if (!c.output_dir.empty())  // before the engine is built and the first step runs
     check_output_space(c.output_dir, output_bytes);
-  const std::vector<Batch> eval_batches =
-      make_eval_batches(data.eval, (c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size) *
-                                       c.gpus);
+  const std::vector<Batch> eval_batches = make_eval_batches(
+      data.eval, (c.eval_batch_size > 0 ? c.eval_batch_size : c.batch_size) * c.gpus);
 
   // ---- engine ----
   const PlanRequest req = train_plan_request(c, spec, batcher, eval_batches);
@@ -178,8 +177,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     const CheckpointPathRates rates = NvmeCheckpoints::measure_paths(
         *backend, c.nvme_dir, uint64_t(req.max_tokens * spec.hidden) * dtype_size(DType::kBF16));
     opt.nvme_gds = rates.gds_faster();
-    log << rates.describe() << "; taken: "
-        << (opt.nvme_gds ? "GPUDirect Storage" : "pinned slots + io_uring") << "\n";
+    log << rates.describe()
+        << "; taken: " << (opt.nvme_gds ? "GPUDirect Storage" : "pinned slots + io_uring") << "\n";
   }
   opt.trace_path = c.trace.string();
   opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
@@ -199,8 +198,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     disk = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
     const double floor = engine.plan().nvme_read_bytes / (disk->read_gbps * 1e9) +
                          engine.plan().nvme_write_bytes / (disk->write_gbps * 1e9);
-    log << "NVMe disk: " << describe(*disk, c.nvme_dir) << "; the disk floor of a step is "
-        << floor << " s (" << engine.plan().nvme_read_bytes * 1e-9 << " GB read + "
+    log << "NVMe disk: " << describe(*disk, c.nvme_dir) << "; the disk floor of a step is " << floor
+        << " s (" << engine.plan().nvme_read_bytes * 1e-9 << " GB read + "
         << engine.plan().nvme_write_bytes * 1e-9 << " GB written)\n";
   }
   // The step time predicted from this machine's measured constants, where `plan` cached them.
@@ -369,8 +368,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
       const double rd = double(now.bytes_read - nvme_at_timing->bytes_read);
       const double wr = double(now.bytes_written - nvme_at_timing->bytes_written);
       log << "NVMe I/O in those steps: " << rd * 1e-9 / double(timed_steps) << " GB read + "
-          << wr * 1e-9 / double(timed_steps) << " GB written a step, " << (rd + wr) * 1e-9 / timed_secs
-          << " GB/s together (" << now.max_in_flight << " requests in flight at most)";
+          << wr * 1e-9 / double(timed_steps) << " GB written a step, "
+          << (rd + wr) * 1e-9 / timed_secs << " GB/s together (" << now.max_in_flight
+          << " requests in flight at most)";
       if (disk)
         log << "; at the rates measured at start they take "
             << (rd / (disk->read_gbps * 1e9) + wr / (disk->write_gbps * 1e9)) / double(timed_steps)

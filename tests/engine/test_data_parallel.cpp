@@ -13,8 +13,8 @@
 #include "backend/collective.h"
 #include "core/error.h"
 #include "engine/plan.h"
-#include "model/layout.h"
 #include "engine_test_util.h"
+#include "model/layout.h"
 
 namespace sf {
 namespace {
@@ -25,7 +25,8 @@ using namespace test_engine;
 // shows the training).
 std::vector<Batch> batches(int steps, int64_t vocab, const std::vector<int>& lengths) {
   std::vector<Batch> out;
-  for (int s = 0; s < steps; ++s) out.push_back(random_batch(uint64_t(100 + s % 2), vocab, lengths));
+  for (int s = 0; s < steps; ++s)
+    out.push_back(random_batch(uint64_t(100 + s % 2), vocab, lengths));
   return out;
 }
 
@@ -37,7 +38,7 @@ struct DpRun {
 
 // `devices` CPU backends, one engine each; opt's max_tokens/max_sequences are per device.
 DpRun train_on(const fs::path& dir, EngineOptions opt, int devices, const std::vector<Batch>& steps,
-             const Batch& eval) {
+               const Batch& eval) {
   std::vector<std::unique_ptr<Backend>> bes;
   std::vector<Backend*> ptr;
   for (int d = 0; d < devices; ++d) {
@@ -88,8 +89,8 @@ TEST(DataParallel, IsBitIdenticalWithOneDeviceOfTheSameMicroBatches) {
           each.micro_tokens = 0;
           const DpRun single = train_on(dir, one, 1, steps, eval);
           const DpRun dp = train_on(dir, each, devices, steps, eval);
-          const std::string what = str_cat(arch, ", ", devices, " devices, clip ", clip,
-                                           ", window ", window);
+          const std::string what =
+              str_cat(arch, ", ", devices, " devices, clip ", clip, ", window ", window);
           EXPECT_EQ(dp.losses, single.losses) << what;
           EXPECT_EQ(dp.norms, single.norms) << what;
           EXPECT_EQ(dp.eval_loss, single.eval_loss) << what;
@@ -101,8 +102,9 @@ TEST(DataParallel, IsBitIdenticalWithOneDeviceOfTheSameMicroBatches) {
 }
 
 // Samples of several lengths, shares of equal counts or of equal tokens (packing), tied
-// embeddings: the shares are not the single device's micro-batches (and a tied head's gradient meets the embedding's in another order), so the
-// sums are regrouped — equal to fp32 rounding, step after step.
+// embeddings: the shares are not the single device's micro-batches (and a tied head's gradient
+// meets the embedding's in another order), so the sums are regrouped — equal to fp32 rounding, step
+// after step.
 TEST(DataParallel, MatchesOneDeviceToRoundingWithUnevenSamples) {
   const std::vector<int> lengths = {13, 21, 7, 9, 17, 5, 12};
   for (bool tied : {false, true}) {
@@ -116,29 +118,29 @@ TEST(DataParallel, MatchesOneDeviceToRoundingWithUnevenSamples) {
       one.max_sequences = 7;
       const DpRun single = train_on(dir, one, 1, steps, eval);
       for (bool balance : {false, true})
-      for (int devices : {2, 3}) {
-        EngineOptions each = one;
-        // The largest share: of equal counts, 9+17+5+12 = 43 tokens; of equal tokens (packing),
-        // at most 84/2 + 21 (50 here).
-        each.max_tokens = balance ? 64 : 60;
-        each.max_sequences = balance ? 6 : 5;
-        each.balance_tokens = balance;
-        const DpRun dp = train_on(dir, each, devices, steps, eval);
-        const std::string what = str_cat("tied ", tied, ", clip ", clip, ", ", devices,
-                                         " devices, balanced tokens ", balance);
-        ASSERT_EQ(dp.losses.size(), single.losses.size());
-        for (size_t s = 0; s < dp.losses.size(); ++s) {
-          EXPECT_NEAR(dp.losses[s], single.losses[s], 1e-5 * std::abs(single.losses[s])) << what;
-          EXPECT_NEAR(dp.norms[s], single.norms[s], 1e-4 * single.norms[s]) << what;
+        for (int devices : {2, 3}) {
+          EngineOptions each = one;
+          // The largest share: of equal counts, 9+17+5+12 = 43 tokens; of equal tokens (packing),
+          // at most 84/2 + 21 (50 here).
+          each.max_tokens = balance ? 64 : 60;
+          each.max_sequences = balance ? 6 : 5;
+          each.balance_tokens = balance;
+          const DpRun dp = train_on(dir, each, devices, steps, eval);
+          const std::string what = str_cat("tied ", tied, ", clip ", clip, ", ", devices,
+                                           " devices, balanced tokens ", balance);
+          ASSERT_EQ(dp.losses.size(), single.losses.size());
+          for (size_t s = 0; s < dp.losses.size(); ++s) {
+            EXPECT_NEAR(dp.losses[s], single.losses[s], 1e-5 * std::abs(single.losses[s])) << what;
+            EXPECT_NEAR(dp.norms[s], single.norms[s], 1e-4 * single.norms[s]) << what;
+          }
+          EXPECT_NEAR(dp.eval_loss, single.eval_loss, 1e-5 * single.eval_loss) << what;
+          double worst = 0;
+          for (size_t t = 0; t < single.state.size(); t += 3)  // master weights
+            for (size_t i = 0; i < single.state[t].size(); ++i)
+              worst = std::max(worst, double(std::abs(dp.state[t][i] - single.state[t][i])));
+          // lr 1e-2, 3 steps: a weight moves ~3e-2; regrouped fp32 sums move it ~1e-6 at most.
+          EXPECT_LT(worst, 2e-5) << what;
         }
-        EXPECT_NEAR(dp.eval_loss, single.eval_loss, 1e-5 * single.eval_loss) << what;
-        double worst = 0;
-        for (size_t t = 0; t < single.state.size(); t += 3)  // master weights
-          for (size_t i = 0; i < single.state[t].size(); ++i)
-            worst = std::max(worst, double(std::abs(dp.state[t][i] - single.state[t][i])));
-        // lr 1e-2, 3 steps: a weight moves ~3e-2; regrouped fp32 sums move it ~1e-6 at most.
-        EXPECT_LT(worst, 2e-5) << what;
-      }
     }
   }
 }

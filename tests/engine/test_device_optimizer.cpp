@@ -217,7 +217,8 @@ TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) 
   // compute-dtype stage, and the head fits in that much less than its state.
   const uint64_t stage =  // bf16, in a 256-byte aligned piece
       (uint64_t(outer_grad_elems(r.spec, outer_grads_separate(r.spec, one.on_device, false))) * 2 +
-       255) / 256 * 256;
+       255) /
+      256 * 256;
   const EnginePlan both = with_budget(off.device_total() + embed + head + 512 - stage);
   EXPECT_TRUE(both.on_device.front() && both.on_device.back());
   EXPECT_EQ(both.device.optimizer, embed + head);

@@ -14,12 +14,12 @@
 #include "engine/engine.h"
 #include "engine/micro_batch.h"
 #include "engine/plan.h"
+#include "engine_test_util.h"
 #include "model/init.h"
 #include "model/layout.h"
 #include "model/spec.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
-#include "engine_test_util.h"
 
 namespace sf {
 namespace {
@@ -42,7 +42,7 @@ TEST(Engine, EveryWindowGivesIdenticalResults) {
 
 TEST(Engine, ImmediateUpdateEqualsDeferredWhenClipDoesNotBite) {
   fs::path dir = tiny_model("noclip", "llama", false);
-  TrainRun deferred = train(dir, 2, 1e9f, 4);  // clipping on, factor 1
+  TrainRun deferred = train(dir, 2, 1e9f, 4);   // clipping on, factor 1
   TrainRun immediate = train(dir, 2, 0.0f, 4);  // clipping off: each unit updated on arrival
   EXPECT_EQ(immediate.losses, deferred.losses);
   EXPECT_EQ(immediate.weights, deferred.weights);
@@ -330,7 +330,7 @@ TEST(Engine, TraceRecordsEveryStreamAndChangesNothing) {
     std::string n = ev["name"];
     names[n.substr(0, n.find(' '))] += 1;
   }
-  EXPECT_EQ(names["forward"], 3 * 5);   // 5 layers, 3 steps
+  EXPECT_EQ(names["forward"], 3 * 5);  // 5 layers, 3 steps
   EXPECT_EQ(names["backward"], 3 * 5);
   EXPECT_EQ(names["checkpoint"], 3 * 5);
   EXPECT_EQ(names["restore"], 3 * 4);  // the last layer's input never leaves the device
