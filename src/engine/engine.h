@@ -87,11 +87,12 @@ struct EvalResult {
 
 // One tensor's complete optimizer state, fp32 (what a resumable checkpoint holds). Where `fetch`
 // is set (a GPU-resident or NVMe tensor), master, m and v are valid during the visit's callback
-// only (visit_state: a host copy taken for it) or null (visit_state_read); `fetch` takes a copy
-// again later (one tensor at a time, as the plan's state_copy counts) and hands it to its argument.
+// only (visit_state: a host copy taken for it) or null (visit_state_read); `fetch(part, use)`
+// takes a copy of one part again later (0 master, 1 m, 2 v: one part of one tensor at a time, as
+// the plan's state_copy counts) and hands it to `use`.
 struct TensorState {
-  using Use = std::function<void(const float* master, const float* m, const float* v)>;
-  using Fetch = std::function<void(const Use&)>;
+  using Use = std::function<void(const float* values)>;
+  using Fetch = std::function<void(int part, const Use&)>;
   const TensorDesc& desc;
   int64_t numel;
   float* master;
@@ -125,8 +126,15 @@ class Engine {
   // Visits every tensor's master weights and Adam moments (after all pending updates); `fn` may
   // read them (saving) or overwrite them (resuming). After overwriting, call set_steps_done with
   // the optimizer steps the state carries (Adam's bias correction counts from it). Pointers kept
-  // past the callback: see TensorState::fetch.
+  // past the callback: see TensorState::fetch. A GPU-resident tensor's three parts are copied to
+  // the host together (12 B/param, past the plan's state_copy): for tests; a resume goes through
+  // load_state, a save through visit_state_read.
   void visit_state(const std::function<void(const TensorState&)>& fn);
+  // Overwrites every tensor's master weights and Adam moments one part at a time (resuming):
+  // `fill(desc, part, dst)` writes part 0 (master), 1 (m) or 2 (v) of the tensor to dst, valid
+  // during the call only. A GPU-resident tensor's part goes through one host buffer of its size
+  // (the plan's state_copy), an NVMe unit's state through its staging slot. Then set_steps_done.
+  void load_state(const std::function<void(const TensorDesc&, int part, float* dst)>& fill);
   // The same for reading only (saving): a GPU-resident or NVMe tensor comes through its `fetch`
   // alone, so nothing is copied, read or written back during the visit itself.
   void visit_state_read(const std::function<void(const TensorState&)>& fn);
@@ -210,6 +218,10 @@ class Engine {
   TensorState::Fetch fetcher(size_t unit, const UnitLayout::Entry* e);  // empty for host units
   void with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool write_back,
                       const std::function<void(float*, float*, float*)>& fn);
+  // One part (0 master, 1 m, 2 v) of a GPU-resident tensor in host memory: read from the device
+  // first where `read`, written back after `fn` where `write_back`.
+  void with_host_part(const UnitState& h, const UnitLayout::Entry& e, int part, bool read,
+                      bool write_back, const std::function<void(float*)>& fn);
   void load_layer(int layer);  // into slot layer % W, unless already there for this step
   // Reads an NVMe layer's master ahead of its load, where its update is done; else nothing.
   void prefetch_nvme(int layer);

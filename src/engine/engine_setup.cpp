@@ -334,6 +334,21 @@ void Engine::with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool
   be_.synchronize(*compute_);
 }
 
+void Engine::with_host_part(const UnitState& h, const UnitLayout::Entry& e, int part, bool read,
+                            bool write_back, const std::function<void(float*)>& fn) {
+  const size_t bytes = size_t(e.numel) * 4;
+  std::vector<float> buf(size_t(e.numel));
+  float* dev = (part == 0 ? h.master : part == 1 ? h.m : h.v) + e.offset;
+  if (read) {
+    be_.copy(buf.data(), dev, bytes, *compute_);
+    be_.synchronize(*compute_);
+  }
+  fn(buf.data());
+  if (!write_back) return;
+  be_.copy(dev, buf.data(), bytes, *compute_);
+  be_.synchronize(*compute_);
+}
+
 void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& fill) {
   sync_state();
   for (size_t u = 0; u < host_.size(); ++u) {
@@ -351,9 +366,9 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
     if (h->on_device) {
       for (float* a : {h->master, h->m, h->v})
         be_.fill_zero(Tensor(a, DType::kF32, {n}), *compute_);
-      for (const auto& e : h->layout.entries)
-        with_host_copy(*h, e, /*write_back=*/true,
-                       [&](float* master, float*, float*) { fill(e.desc, master); });
+      for (const auto& e : h->layout.entries)  // m and v are zero: the master alone goes up
+        with_host_part(*h, e, 0, /*read=*/false, /*write_back=*/true,
+                       [&](float* master) { fill(e.desc, master); });
       continue;
     }
     zero_floats(h->master, n);
@@ -367,18 +382,16 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
 TensorState::Fetch Engine::fetcher(size_t u, const UnitLayout::Entry* e) {
   const UnitState* h = host_[u].get();
   if (h->on_device)
-    return [this, h, e](const TensorState::Use& use) {
-      with_host_copy(*h, *e, /*write_back=*/false,
-                     [&](float* master, float* m, float* v) { use(master, m, v); });
+    return [this, h, e](int part, const TensorState::Use& use) {
+      with_host_part(*h, *e, part, /*read=*/true, /*write_back=*/false,
+                     [&](float* values) { use(values); });
     };
   if (h->on_nvme)
-    return [tier = nvme_.get(), u, e](const TensorState::Use& use) {
-      // The tensor alone, read back from the disk (plan: host.state_copy).
-      const int64_t n = e->numel;
-      std::vector<float> buf(size_t(n) * 3);
-      for (int k = 0; k < 3; ++k)
-        tier->read_part(int(u), k, e->offset, n, buf.data() + size_t(k * n));
-      use(buf.data(), buf.data() + n, buf.data() + 2 * n);
+    return [tier = nvme_.get(), u, e](int part, const TensorState::Use& use) {
+      // The part alone, read back from the disk (plan: host.state_copy).
+      std::vector<float> buf(size_t(e->numel));
+      tier->read_part(int(u), part, e->offset, e->numel, buf.data());
+      use(buf.data());
     };
   return {};
 }
@@ -404,6 +417,30 @@ void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
       }
       fn(TensorState{e.desc, e.numel, h->master + e.offset, h->m + e.offset, h->v + e.offset, {}});
     }
+  }
+  forget_loaded();
+}
+
+void Engine::load_state(
+    const std::function<void(const TensorDesc&, int part, float* dst)>& fill) {
+  sync_state();
+  for (size_t u = 0; u < host_.size(); ++u) {
+    const auto& h = host_[u];
+    if (h->on_nvme) {  // the unit's state in its slot, written back once every tensor is in
+      nvme_->with_state(int(u), /*write_back=*/true, [&](float* master, float* m, float* v) {
+        for (const auto& e : h->layout.entries)
+          for (int k = 0; k < 3; ++k) fill(e.desc, k, (k == 0 ? master : k == 1 ? m : v) + e.offset);
+      });
+      continue;
+    }
+    for (const auto& e : h->layout.entries)
+      for (int k = 0; k < 3; ++k) {
+        if (h->on_device)
+          with_host_part(*h, e, k, /*read=*/false, /*write_back=*/true,
+                         [&](float* dst) { fill(e.desc, k, dst); });
+        else
+          fill(e.desc, k, (k == 0 ? h->master : k == 1 ? h->m : h->v) + e.offset);
+      }
   }
   forget_loaded();
 }
@@ -442,8 +479,8 @@ void Engine::visit_weights(const std::function<void(const TensorDesc&, const flo
     }
     for (const auto& e : h->layout.entries) {
       if (h->on_device)
-        with_host_copy(*h, e, /*write_back=*/false,
-                       [&](float* master, float*, float*) { fn(e.desc, master); });
+        with_host_part(*h, e, 0, /*read=*/true, /*write_back=*/false,
+                       [&](float* master) { fn(e.desc, master); });
       else
         fn(e.desc, h->master + e.offset);
     }

@@ -340,13 +340,13 @@ EnginePlan make_plan(const PlanRequest& r) {
                          : p.ckpt_on_nvme ? NvmeCheckpoints::staging_bytes(ckpt_bytes, p.ckpt_slots)
                                           : uint64_t(r.devices) * uint64_t(L) * ckpt_bytes;
     if (p.ckpt_on_nvme) p.nvme_disk += NvmeCheckpoints::disk_bytes(L, ckpt_bytes);
-    // Saving or resuming copies a GPU-resident or NVMe tensor's master, m, v through the host,
-    // one tensor at a time: not held at start, but counted so the host check covers the save.
+    // Loading, saving or resuming copies a GPU-resident or NVMe tensor's master, m or v through
+    // the host, one part of one tensor at a time: counted so the host check covers them.
     p.host.state_copy = 0;
     for (size_t k = 0; k < units.size(); ++k)
       if (p.on_device[k] || on_nvme[k])
         for (const UnitLayout::Entry& e : units[k].entries)
-          p.host.state_copy = std::max(p.host.state_copy, uint64_t(e.numel) * 12);
+          p.host.state_copy = std::max(p.host.state_copy, uint64_t(e.numel) * 4);
     p.nvme_read_bytes = p.nvme_write_bytes = 0;
     for (size_t k = 1; k + 1 < units.size(); ++k)
       if (on_nvme[k]) {
@@ -471,8 +471,8 @@ std::string EnginePlan::describe() const {
       << " layers × " << max_tokens << " tokens × " << hidden << " × " << dtype_bytes << " B)";
   o << ", batch staging " << gib(host.staging);
   if (host.state_copy)
-    o << ", while saving or resuming " << gib(host.state_copy)
-      << " (one GPU-resident or NVMe tensor's state)";
+    o << ", while loading, saving or resuming " << gib(host.state_copy)
+      << " (one part of a GPU-resident or NVMe tensor)";
   if (host.nvme_staging) o << ", NVMe staging " << gib(host.nvme_staging);
   if (nvme_disk) {
     o << "\n  NVMe: " << gib(nvme_disk) << " on disk —";

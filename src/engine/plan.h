@@ -93,7 +93,7 @@ struct HostBytes {
   uint64_t grads = 0;        // gradients (compute dtype): the ring and the held units'
   uint64_t checkpoints = 0;  // layer inputs, L × T × C
   uint64_t staging = 0;      // batch staging
-  uint64_t state_copy = 0;   // while saving or resuming: one GPU-resident tensor's state
+  uint64_t state_copy = 0;   // loading, saving, resuming: one part of a GPU-resident tensor
   uint64_t nvme_staging = 0;  // the NVMe tier's pinned update and load slots
   uint64_t total() const {
     return state + grads + checkpoints + staging + state_copy + nvme_staging;

@@ -13,9 +13,7 @@ TensorToWrite state_to_write(const TensorState& t, const std::string& name, int 
   }
   // GPU-resident or on NVMe: copied to the host when the writer reaches it, one tensor at a time.
   w.produce = [fetch = t.fetch, which](const std::function<void(const float*)>& use) {
-    fetch([&](const float* master, const float* m, const float* v) {
-      use(which == 0 ? master : which == 1 ? m : v);
-    });
+    fetch(which, use);
   };
   return w;
 }

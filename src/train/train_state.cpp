@@ -115,10 +115,9 @@ fs::path save_training_checkpoint(Engine& engine, const fs::path& output,
 void load_training_tensors(Engine& engine, const fs::path& dir, int64_t steps) {
   SafetensorsReader reader(dir / kStateFile);
   std::set<std::string> expected;
-  engine.visit_state([&](const TensorState& t) {
-    const std::pair<const char*, float*> parts[] = {
-        {".master", t.master}, {".exp_avg", t.m}, {".exp_avg_sq", t.v}};
-    for (const auto& [part, dst] : parts) {
+  // Every name and shape first, so a checkpoint of another model changes nothing.
+  engine.visit_state_read([&](const TensorState& t) {
+    for (const char* part : {".master", ".exp_avg", ".exp_avg_sq"}) {
       const std::string name = t.desc.name + part;
       expected.insert(name);
       SF_CHECK(reader.contains(name), reader.path().string(), ": no tensor ", name,
@@ -128,12 +127,17 @@ void load_training_tensors(Engine& engine, const fs::path& dir, int64_t steps) {
                ": tensor ", name, " is ", dtype_name(info.dtype), " ", shape_str(info.shape),
                " in the checkpoint but F32 ", shape_str(t.desc.shape),
                " in this model: the checkpoint is of another model");
-      reader.read_f32(name, dst, size_t(t.numel));
     }
   });
   for (const auto& n : reader.names())
     SF_CHECK(expected.count(n), reader.path().string(), ": tensor ", n,
              " is not part of this model: the checkpoint is of another model");
+  engine.load_state([&](const TensorDesc& desc, int part, float* dst) {
+    const char* suffix[3] = {".master", ".exp_avg", ".exp_avg_sq"};
+    size_t n = 1;
+    for (int64_t d : desc.shape) n *= size_t(d);
+    reader.read_f32(desc.name + suffix[part], dst, n);
+  });
   engine.set_steps_done(steps);
 }
 

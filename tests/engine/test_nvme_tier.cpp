@@ -148,26 +148,26 @@ TEST(EngineNvme, StateRoundTripsThroughCheckpointsBothWays) {
         for (const float* a : {t.master, t.m, t.v}) saved.emplace_back(a, a + t.numel);
         if (t.fetch) {  // what a checkpoint writer reads later equals the callback's values
           const size_t at = saved.size() - 3;
-          t.fetch([&](const float* master, const float* m, const float* v) {
-            EXPECT_TRUE(std::equal(master, master + t.numel, saved[at].begin()));
-            EXPECT_TRUE(std::equal(m, m + t.numel, saved[at + 1].begin()));
-            EXPECT_TRUE(std::equal(v, v + t.numel, saved[at + 2].begin()));
-          });
+          for (int part = 0; part < 3; ++part)
+            t.fetch(part, [&](const float* values) {
+              EXPECT_TRUE(std::equal(values, values + t.numel, saved[at + size_t(part)].begin()));
+            });
         }
       });
       // A save's read-only visit: the same values, through `fetch` where the tensor is on disk.
       size_t k = 0;
       e.visit_state_read([&](const TensorState& t) {
-        auto check = [&](const float* master, const float* m, const float* v) {
-          EXPECT_TRUE(std::equal(master, master + t.numel, saved[k].begin()));
-          EXPECT_TRUE(std::equal(m, m + t.numel, saved[k + 1].begin()));
-          EXPECT_TRUE(std::equal(v, v + t.numel, saved[k + 2].begin()));
-        };
-        if (t.fetch) {
-          EXPECT_EQ(t.master, nullptr);
-          t.fetch(check);
-        } else {
-          check(t.master, t.m, t.v);
+        const float* direct[3] = {t.master, t.m, t.v};
+        for (int part = 0; part < 3; ++part) {
+          auto check = [&](const float* values) {
+            EXPECT_TRUE(std::equal(values, values + t.numel, saved[k + size_t(part)].begin()));
+          };
+          if (t.fetch) {
+            EXPECT_EQ(direct[part], nullptr);
+            t.fetch(part, check);
+          } else {
+            check(direct[part]);
+          }
         }
         k += 3;
       });
