@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -88,6 +89,29 @@ void prepare_output_dir(const TrainConfig& c, bool resuming, std::ostream& log) 
   } catch (const Error& e) {
     SF_FAIL("output_dir ", out.string(), " is not writable (", e.what(),
             "); give a writable output_dir");
+  }
+  fs::remove(probe, ec);
+}
+
+void prepare_trace_file(const fs::path& trace) {
+  if (trace.empty()) return;
+  std::error_code ec;
+  SF_CHECK(!fs::is_directory(trace, ec), "trace ", trace.string(),
+           " is a directory: give a file path (e.g. ", (trace / "trace.json").string(), ")");
+  const fs::path dir = trace.parent_path();
+  if (!dir.empty() && !fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    SF_CHECK(!ec, "trace ", trace.string(), ": its directory cannot be created (", ec.message(),
+             "); give a writable path");
+  }
+  // The file the trace is written to at the end (then renamed): proven writable now, so a long run
+  // does not end in an error after its last step.
+  const fs::path probe = trace.string() + ".tmp";
+  {
+    std::ofstream f(probe);
+    SF_CHECK(f, "trace ", trace.string(), ": cannot write ", probe.string(), " (",
+             dir.empty() ? std::string(".") : dir.string(),
+             " is not a writable directory); give a writable path");
   }
   fs::remove(probe, ec);
 }

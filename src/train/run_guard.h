@@ -1,4 +1,4 @@
-// defines: prepare_output_dir, SignalGuard, check_weights_usable — what keeps a run from losing
+// defines: prepare_output_dir, prepare_trace_file, SignalGuard, check_weights_usable — what keeps a run from losing
 // its work or saving a bad model: the output directory checked before the first step, SIGINT and
 // SIGTERM turned into "finish the step, save, stop", and the weights checked before every save.
 #pragma once
@@ -16,6 +16,8 @@ namespace sf {
 // resuming, or overwrite_output_dir: then the old checkpoints, `latest` and metrics are
 // removed); creates it and proves it writable; removes temporaries a killed run left.
 void prepare_output_dir(const TrainConfig& c, bool resuming, std::ostream& log);
+// Where --trace names a file: creates its directory and proves it writable (nothing when empty).
+void prepare_trace_file(const std::filesystem::path& trace);
 
 // The most the run has on disk in output_dir at once, in bytes: the final model in save_dtype
 // and, with save_steps, the checkpoints that exist together (one per save up to

@@ -123,6 +123,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   check_readable_file(c.data, "train_data");
   if (!c.eval_data.empty()) check_readable_file(c.eval_data, "eval_data");
   prepare_output_dir(c, resume.has_value(), log);
+  prepare_trace_file(c.trace);
   const std::string config_yaml = config_to_yaml(c);
   if (!c.output_dir.empty()) {
     // The final model at least (the checkpoints are counted once the schedule is known, below).

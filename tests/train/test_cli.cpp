@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -78,6 +79,32 @@ TEST(Cli, InitModelThenTrain) {
   EXPECT_NE(r.out.find("step 1/3  loss "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("step 3/3  loss "), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(d / "o" / "model.safetensors"));
+}
+
+// --trace into a directory that does not exist yet: created; into one that cannot be (its parent
+// is a file): refused before the first step, naming the option, not after the last one.
+TEST(Cli, TraceDirectoryIsMadeOrRefusedBeforeTraining) {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() / "sf_cli_trace";
+  fs::remove_all(d);
+  Result r = run("init-model --out " + (d / "m").string() +
+                 " --hidden 32 --layers 2 --heads 2 --kv-heads 1 --intermediate 64");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string train = "train --model " + (d / "m").string() + " --data " +
+                            (fs::path(SF_SOURCE_DIR) / "assets/data/carroll-alice.txt").string() +
+                            " --steps 2 --batch-size 2 --cutoff-len 32 --lr 1e-3 --no-save";
+  const fs::path trace = d / "new" / "sub" / "t.json";
+  r = run(train + " --trace " + trace.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(trace);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_FALSE(j.at("traceEvents").empty());
+  EXPECT_FALSE(fs::exists(trace.string() + ".tmp"));
+  std::ofstream(d / "afile") << "x";
+  r = run(train + " --trace " + (d / "afile" / "t.json").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("trace " + (d / "afile" / "t.json").string()), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step 1/2"), std::string::npos) << r.out;
 }
 
 // init-model --tokenizer: the tokenizer's vocabulary padded to a multiple of 64, its BOS/EOS in
