@@ -87,8 +87,9 @@ class GdsStore final : public FileStore {
     const CuFileError e = cufile().handle_register(&handle_, &d);
     SF_CHECK(e.err == 0, "--nvme-dir ", dir.string(), ": cuFileHandleRegister of ",
              file_.path().string(), " failed (cuFile error ", e.err, ", CUDA ", e.cu_err,
-             "); the filesystem (", file_.fs_type(), ") may not support GPUDirect Storage: ",
-             "use nvme_gds: off");
+             "); cuFile cannot use this file system (", file_.fs_type(), ") here, not even in ",
+             "its compatibility mode: its cufile.log says why (in a container often the disk's ",
+             "missing udev properties); use nvme_gds: off (io_uring)");
     for (int k = 0; k < threads; ++k) workers_.emplace_back([this] { work(); });
   }
   ~GdsStore() override {
