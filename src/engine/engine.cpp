@@ -529,7 +529,8 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
     }
     tspan(TraceTrack::kCompute, "backward L" + std::to_string(j), t, *compute_);
     be_.record(*s.params_free, *compute_);
-    if (j < L - 1) be_.record(*restore_free_[j % 2], *compute_);
+    // x_j's buffer is free (x_{L-1}'s too: it is the one restore_[(L-1) % 2] reuses).
+    be_.record(*restore_free_[j % 2], *compute_);
     if (j >= 1 && j < L - 1) restore(j - 1);  // x_{L-2} was brought back before the loop
     reduce_and_send(1 + j, s.mem.grads, s.mem.stage, n, s);
   }

@@ -155,10 +155,9 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
     p.nonfinite = static_cast<int64_t*>(b.take_bytes(units.size() * sizeof(int64_t)));
   }
   section(&n.batch);
-  for (int k = 0; k < 2; ++k) {
-    p.act[k] = b.take_bytes(size_t(T * C) * dsz);
-    p.restore[k] = b.take_bytes(size_t(T * C) * dsz);
-  }
+  // The backward brings the layer inputs back into the forward's two buffers: by then the head has
+  // read x_L and x_{L-1} is read by the last layer's backward before a restore overwrites it.
+  for (int k = 0; k < 2; ++k) p.act[k] = p.restore[k] = b.take_bytes(size_t(T * C) * dsz);
   p.grad = b.take_bytes(size_t(T * C) * dsz);
   section(&n.activations);
   p.workspace = b.take_bytes(LayerWorkspace::bytes_needed(spec, d.micro_tokens, dt));

@@ -9,8 +9,8 @@
 // one fp32 gradient buffer — a layer's gradient is cast to its stage on the compute stream before
 // the next layer's backward zeroes the buffer — with several, each slot has its own, read by the
 // reduction while the next layer computes), one fp32 upload tile (weights go H2D as fp32 and are
-// cast on the device: no compute-dtype copy of the model on the host), the step's batch, five
-// T×C activation buffers (x/y of the forward, two checkpoint restores, ∂L/∂x) and the workspaces
+// cast on the device: no compute-dtype copy of the model on the host), the step's batch, three
+// T×C activation buffers (x/y of the forward, where the backward restores its checkpoints; ∂L/∂x) and the workspaces
 // of ONE micro-batch of M tokens (layer, head and the backend's own), and the optimizer state (fp32 master, m, v) of the GPU-resident share: the
 // units the plan chooses to update on the device, where the budget leaves room (embedding first,
 // then the head). Host: master weights and Adam m, v of the other units (12 B/param), gradients,

@@ -232,6 +232,8 @@ TEST(Plan, BudgetChoosesTheMicroBatchAndRefusesWhatCannotFit) {
   EXPECT_LE(fit.device_total(), r.gpu_budget);
   EXPECT_LT(fit.device.workspace, whole.device.workspace / 7);
   EXPECT_EQ(fit.device.activations, whole.device.activations);  // T × C buffers stay
+  // three of them: x and y (where the backward also restores the checkpoints) and ∂L/∂x
+  EXPECT_EQ(fit.device.activations, uint64_t(3 * 4096 * r.spec.hidden * 2));
   EXPECT_EQ(fit.host.total(), whole.host.total());
   EXPECT_EQ(fit.host.state, uint64_t(fit.params) * 12);  // 12 B/param, no more
   // Too small for two slots at any M, enough for one: the window shrinks.

@@ -43,7 +43,9 @@ TEST_P(Golden, MatchesTransformers) {
 
   auto backend = make_cpu_backend();
   const EngineOptions opt = c.options(window, micro);
-  if (micro) ASSERT_GT(c.batch.cu_seqlens.size(), 2u) << "a micro-batched case needs samples";
+  if (micro) {
+    ASSERT_GT(c.batch.cu_seqlens.size(), 2u) << "a micro-batched case needs samples";
+  }
   Engine engine(*backend, c.spec, opt);
   load_model_weights(engine, dir);
   EXPECT_EQ(engine.plan().micro_tokens, micro ? opt.micro_tokens : c.batch.tokens());
