@@ -60,7 +60,7 @@ void Engine::upload_batch(const Batch& b) {
     m.in.positions = Tensor(d + 2 * T + t0, DType::kI32, {n});
     m.in.cu_seqlens = Tensor(d + cu_at[k], DType::kI32, {mbs[k].samples + 1});
     m.in.inv_freq = inv_freq_dev_;
-    m.ws = LayerWorkspace::carve(spec_, n, dt_, parts_.workspace);
+    m.ws = LayerWorkspace::carve(spec_, n, dt_, parts_.workspace, plan_.mlp_tokens);
     m.head_ws = HeadWorkspace::carve(spec_, n, dt_, parts_.head_workspace);
     m.mb = std::move(mbs[k]);
     micro_.push_back(std::move(m));

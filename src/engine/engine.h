@@ -47,6 +47,7 @@ struct EngineOptions {
   int64_t max_sequences = 0;   // packed samples per step, at most
   int64_t max_sample_tokens = 0;  // the longest sample; 0: max_tokens
   int64_t micro_tokens = 0;    // M; 0: the largest that fits gpu_budget (the whole step if none)
+  int64_t mlp_tokens = 0;      // F (plan.h): 0: as the budget needs (M where it fits)
   uint64_t gpu_budget = 0;     // bytes of device memory for everything; 0: no limit
   uint64_t host_budget = 0;    // bytes of host memory for everything; 0: what the machine has
   AdamWParams adamw;

@@ -44,6 +44,7 @@ PlanRequest Engine::plan_request() {
   req.max_sequences = opt_.max_sequences;
   req.max_sample_tokens = opt_.max_sample_tokens;
   req.micro_tokens = opt_.micro_tokens;
+  req.mlp_tokens = opt_.mlp_tokens;
   req.gpu_budget = opt_.gpu_budget;
   req.device_outside = be_.device_memory().used;  // the context and the backend's scratch
   req.clipping = opt_.max_grad_norm > 0;
@@ -182,7 +183,8 @@ void Engine::setup_device(const PlanRequest& req) {
   const PlanDims dims{plan_.window,       T,
                       opt_.max_sequences, plan_.micro_tokens,
                       plan_.upload_tile,  plan_.on_device,
-                      req.clipping,       plan_.devices == 1};
+                      req.clipping,       plan_.devices == 1,
+                      plan_.mlp_tokens};
   dev_ = be_.alloc(MemoryKind::kDevice, plan_.device.engine(), "device cache units and workspace");
   parts_ = carve_device(spec_, dt_, dims, dev_.data(), nullptr);
   for (size_t u = 0; u < host_.size(); ++u)

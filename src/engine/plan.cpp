@@ -36,6 +36,10 @@ constexpr int64_t kHeldShareNum = 1, kHeldShareDen = 4;
 // 693–735 at 16384 on the H200 machine (bench/e2e/h200_2026-12-04_*), 660 at 2048. So the plan
 // trades larger M for optimizer state on the device only down to here.
 constexpr int64_t kSaturatingTokens = 8192;
+// The smallest block of rows the MLP is cut into where a micro-batch of M (bounded from below by
+// the longest sample) does not fit: 8B's MLP GEMMs on 1024 rows (1024 × 4096 × 14336) still fill
+// an H100/H200, and the six 1024 × intermediate tensors take 168 MiB instead of 1.3 GiB at 8k.
+constexpr int64_t kMinMlpTokens = 1024;
 // The NVMe tier's update slots: the unit being updated, the next one read ahead, the last one
 // being written back (each a layer's 12 B/param: 2.6 GB for the 8B layer).
 constexpr int kNvmeUpdateSlots = 3;
@@ -48,12 +52,12 @@ struct Sized {
   uint64_t backend = 0;
 };
 
-Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t tile,
+Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t F, int64_t tile,
                   const std::vector<bool>& on_device = {}) {
   Sized s;
   carve_device(r.spec, r.dtype,
                PlanDims{window, r.max_tokens, r.max_sequences, M, tile, on_device, r.clipping,
-                        r.devices == 1},
+                        r.devices == 1, F},
                nullptr, &s.device);
   if (r.backend_scratch) s.backend = r.backend_scratch(M);
   return s;
@@ -160,7 +164,7 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   for (int k = 0; k < 2; ++k) p.act[k] = p.restore[k] = b.take_bytes(size_t(T * C) * dsz);
   p.grad = b.take_bytes(size_t(T * C) * dsz);
   section(&n.activations);
-  p.workspace = b.take_bytes(LayerWorkspace::bytes_needed(spec, d.micro_tokens, dt));
+  p.workspace = b.take_bytes(LayerWorkspace::bytes_needed(spec, d.micro_tokens, dt, d.mlp_tokens));
   p.head_workspace = b.take_bytes(HeadWorkspace::bytes_needed(spec, d.micro_tokens, dt));
   section(&n.workspace);
   p.unit_state.assign(units.size(), nullptr);
@@ -215,22 +219,38 @@ EnginePlan make_plan(const PlanRequest& r) {
     SF_CHECK(r.max_sample_tokens == 0 || r.micro_tokens >= longest, "a micro-batch of ",
              r.micro_tokens, " tokens cannot hold the longest sample (", longest,
              " tokens): raise --micro-batch-tokens or lower --cutoff-len");
+  // Where M is at its floor and still does not fit, the MLP runs in blocks of F = M/2, M/4, … (at
+  // least kMinMlpTokens) rows, before the window shrinks.
   const int64_t first_m = r.micro_tokens > 0 ? std::min(r.micro_tokens, T) : T;
   p.micro_tokens = first_m;
-  auto fits = [&](int w, int64_t m, const std::vector<bool>& on_device) {
-    Sized z = size_device(r, w, m, p.upload_tile, on_device);
+  p.mlp_tokens = r.mlp_tokens > 0 ? std::min(r.mlp_tokens, first_m) : first_m;
+  auto fits_f = [&](int w, int64_t m, int64_t f, const std::vector<bool>& on_device) {
+    Sized z = size_device(r, w, m, f, p.upload_tile, on_device);
     return z.device.engine() + z.backend + r.device_outside <= r.gpu_budget;
+  };
+  auto fits = [&](int w, int64_t m, const std::vector<bool>& on_device) {
+    return fits_f(w, m, std::min(m, p.mlp_tokens), on_device);
   };
   const std::vector<bool> none(units.size(), false);
   if (r.gpu_budget > 0) {
     for (int w = p.window;; --w) {
-      int64_t m = first_m;
-      while (!fits(w, m, none) && r.micro_tokens == 0 && m > longest)
-        m = std::max(longest, (m + 1) / 2);
-      if (fits(w, m, none) || w == 1) {
-        if (fits(w, m, none)) {
+      int64_t m = first_m, f = p.mlp_tokens;
+      for (;;) {
+        if (fits_f(w, m, f, none)) break;
+        if (r.micro_tokens == 0 && m > longest) {
+          m = std::max(longest, (m + 1) / 2);
+          f = std::min(f, m);
+        } else if (r.mlp_tokens == 0 && f > kMinMlpTokens) {
+          f = std::max(kMinMlpTokens, (f + 1) / 2);
+        } else {
+          break;
+        }
+      }
+      if (fits_f(w, m, f, none) || w == 1) {
+        if (fits_f(w, m, f, none)) {
           p.window = w;
           p.micro_tokens = m;
+          p.mlp_tokens = f;
         }
         break;
       }
@@ -267,20 +287,24 @@ EnginePlan make_plan(const PlanRequest& r) {
       }
     }
   }
-  Sized s = size_device(r, p.window, p.micro_tokens, p.upload_tile, p.on_device);
+  p.mlp_tokens = std::min(p.mlp_tokens, p.micro_tokens);
+  Sized s = size_device(r, p.window, p.micro_tokens, p.mlp_tokens, p.upload_tile, p.on_device);
   p.device = s.device;
   p.backend_scratch = s.backend;
   if (r.gpu_budget > 0 && p.device_total() > r.gpu_budget) {
+    const int64_t least_m = r.micro_tokens > 0 ? first_m : longest;
+    const int64_t least_f = std::min(least_m, r.mlp_tokens > 0 ? r.mlp_tokens : kMinMlpTokens);
     Sized least = size_device(
-        r, 1, r.micro_tokens > 0 ? first_m : longest, p.upload_tile,
+        r, 1, least_m, least_f, p.upload_tile,
         r.device_optimizer == DeviceOptimizer::kAll || !r.on_device.empty() ? p.on_device : none);
     const uint64_t smallest = least.device.engine() + least.backend + r.device_outside;
     SF_FAIL("the GPU budget of ", gib(r.gpu_budget), " is too small for this run: it needs ",
             gib(p.device_total()), " with window ", p.window, " and micro-batches of ",
             p.micro_tokens, " tokens (", p.describe(),
             "). The smallest budget that works for these steps is ", gib(smallest),
-            " (window 1, micro-batches of ", longest,
-            " tokens, the longest sample); or lower the tokens per step (--batch-size, "
+            " (window 1, micro-batches of ", least_m, " tokens",
+            r.micro_tokens > 0 ? "" : ", the longest sample", ", the MLP in blocks of ",
+            least_f, "); or lower the tokens per step (--batch-size, "
             "--cutoff-len) or train a smaller model");
   }
 
@@ -423,7 +447,10 @@ std::string EnginePlan::describe() const {
   o << "window " << window << ", micro-batches of ≤ " << micro_tokens << " tokens (step ≤ "
     << max_tokens << " tokens, ≤ " << max_sequences << " samples";
   if (devices > 1) o << ", on each of " << devices << " GPUs: the device figures are each GPU's";
-  o << ")\n";
+  o << ")";
+  if (mlp_tokens > 0 && mlp_tokens < micro_tokens)
+    o << ", the MLP in blocks of " << mlp_tokens << " tokens";
+  o << "\n";
   o << "  device: " << gib(device_total());
   if (gpu_budget) o << " of a " << gib(gpu_budget) << " budget";
   o << " — outer unit " << gib(device.outer) << ", " << window << " cache slots "

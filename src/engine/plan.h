@@ -40,6 +40,7 @@ struct PlanRequest {
   int64_t max_sequences = 0;      // samples in a step, at most
   int64_t max_sample_tokens = 0;  // the longest sample (a micro-batch holds it whole); 0 = T
   int64_t micro_tokens = 0;       // M asked for; 0: the largest that fits the budget (T if none)
+  int64_t mlp_tokens = 0;         // F asked for (tests); 0: M, or less where the budget needs it
   uint64_t gpu_budget = 0;        // everything the process holds on the device; 0: no limit
   // Device memory held outside the engine's buffer, counted against the budget: the CUDA
   // context, library handles and, once it exists, the backend's scratch (device-wide in use).
@@ -103,6 +104,9 @@ struct HostBytes {
 struct EnginePlan {
   int window = 0;
   int64_t micro_tokens = 0;  // M
+  // F: the MLP of a micro-batch runs in blocks of this many rows (= M unless the budget needed
+  // less: a long sample bounds M from below, not F).
+  int64_t mlp_tokens = 0;
   int64_t max_tokens = 0, max_sequences = 0;
   int64_t upload_tile = 0;  // fp32 elements per H2D tile
   // Gradients go D2H in pieces of grad_piece elements; without clipping through a ring of
@@ -189,6 +193,7 @@ struct PlanDims {
   // One fp32 gradient buffer for every slot (one device); false: one each (data parallel, where
   // the reduce stream reads a layer's gradient while the next layer's backward runs).
   bool shared_slot_grads = true;
+  int64_t mlp_tokens = 0;  // F; 0: micro_tokens
 };
 DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, void* base,
                          DeviceBytes* bytes);

@@ -1,5 +1,6 @@
 #include "model/layer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/carver.h"
@@ -7,10 +8,13 @@
 namespace sf {
 namespace {
 
-LayerWorkspace carve_layer(const ModelSpec& m, int64_t T, DType dt, void* base, size_t* bytes) {
+LayerWorkspace carve_layer(const ModelSpec& m, int64_t T, int64_t mlp_tokens, DType dt, void* base,
+                           size_t* bytes) {
   Carver c(base);
   const int64_t C = m.hidden, Q = m.heads * m.head_dim, KV = m.kv_heads * m.head_dim,
                 I = m.intermediate;
+  // The MLP's T × intermediate tensors hold one block of F rows (all T unless the plan cut them).
+  const int64_t F = mlp_tokens > 0 ? std::min(mlp_tokens, T) : T;
   LayerWorkspace w;
   w.xn1 = c.take(dt, {T, C});
   w.rstd1 = c.take(DType::kF32, {T});
@@ -28,18 +32,18 @@ LayerWorkspace carve_layer(const ModelSpec& m, int64_t T, DType dt, void* base, 
   w.h = c.take(dt, {T, C});
   w.xn2 = c.take(dt, {T, C});
   w.rstd2 = c.take(DType::kF32, {T});
-  w.gate = c.take(dt, {T, I});
-  w.up = c.take(dt, {T, I});
-  w.act = c.take(dt, {T, I});
+  w.gate = c.take(dt, {F, I});
+  w.up = c.take(dt, {F, I});
+  w.act = c.take(dt, {F, I});
   w.tmp = c.take(dt, {T, C});
   w.dxn = c.take(dt, {T, C});
   w.dq = c.take(dt, {T, Q});
   w.dk = c.take(dt, {T, KV});
   w.dv = c.take(dt, {T, KV});
   w.dattn = c.take(dt, {T, Q});
-  w.dgate = c.take(dt, {T, I});
-  w.dup = c.take(dt, {T, I});
-  w.dact = c.take(dt, {T, I});
+  w.dgate = c.take(dt, {F, I});
+  w.dup = c.take(dt, {F, I});
+  w.dact = c.take(dt, {F, I});
   if (m.qk_norm) {
     w.dq_pre = c.take(dt, {T, Q});
     w.dk_pre = c.take(dt, {T, KV});
@@ -54,15 +58,34 @@ Tensor head_rows(Tensor t, int64_t T, int64_t heads, int64_t D) {
   return t.reshaped({T * heads, D});
 }
 
+// Rows [begin, begin + n) of a row-major matrix.
+Tensor row_block(Tensor t, int64_t begin, int64_t n) {
+  const int64_t cols = t.cols();
+  return Tensor(static_cast<char*>(t.data) + size_t(begin * cols) * dtype_size(t.dtype), t.dtype,
+                {n, cols});
+}
+
+// gate, up and act of rows [t0, t0 + n) of xn2, into the first n rows of the MLP's blocks.
+void mlp_up(Backend& be, const LayerParams& p, LayerWorkspace& w, int64_t t0, int64_t n,
+            Stream& s) {
+  using LT = LayerTensor;
+  const Tensor gate = row_block(w.gate, 0, n), up = row_block(w.up, 0, n);
+  be.linear_forward(gate, row_block(w.xn2, t0, n), p[LT::kGate], p[LT::kGateBias], s);
+  be.linear_forward(up, row_block(w.xn2, t0, n), p[LT::kUp], p[LT::kUpBias], s);
+  be.swiglu_forward(row_block(w.act, 0, n), gate, up, s);
+}
+
 }  // namespace
 
-size_t LayerWorkspace::bytes_needed(const ModelSpec& spec, int64_t tokens, DType dt) {
+size_t LayerWorkspace::bytes_needed(const ModelSpec& spec, int64_t tokens, DType dt,
+                                    int64_t mlp_tokens) {
   size_t n = 0;
-  carve_layer(spec, tokens, dt, nullptr, &n);
+  carve_layer(spec, tokens, mlp_tokens, dt, nullptr, &n);
   return n;
 }
-LayerWorkspace LayerWorkspace::carve(const ModelSpec& spec, int64_t tokens, DType dt, void* base) {
-  return carve_layer(spec, tokens, dt, base, nullptr);
+LayerWorkspace LayerWorkspace::carve(const ModelSpec& spec, int64_t tokens, DType dt, void* base,
+                                     int64_t mlp_tokens) {
+  return carve_layer(spec, tokens, mlp_tokens, dt, base, nullptr);
 }
 
 LayerParams LayerParams::view(const UnitLayout& layout, void* base, DType dt) {
@@ -96,11 +119,19 @@ void layer_forward(Backend& be, const ModelSpec& m, const LayerParams& p, const 
                        heads_view(w.v, T, m.kv_heads, D), in.cu_seqlens, scale, s);
   be.linear_forward(w.tmp, w.attn, p[LT::kO], p[LT::kOBias], s);
   be.add_rmsnorm_forward(w.h, w.xn2, w.rstd2, x, w.tmp, p[LT::kPostNorm], eps, s);
-  be.linear_forward(w.gate, w.xn2, p[LT::kGate], p[LT::kGateBias], s);
-  be.linear_forward(w.up, w.xn2, p[LT::kUp], p[LT::kUpBias], s);
-  be.swiglu_forward(w.act, w.gate, w.up, s);
-  if (y.empty()) return;
-  be.linear_forward(w.tmp, w.act, p[LT::kDown], p[LT::kDownBias], s);
+  // The MLP in blocks of F rows (one block unless the plan cut it). The recompute of backward
+  // (y empty) keeps the blocks only where there is one; else the backward recomputes each.
+  const int64_t F = w.gate.rows();
+  if (y.empty()) {
+    if (F == T) mlp_up(be, p, w, 0, T, s);
+    return;
+  }
+  for (int64_t t0 = 0; t0 < T; t0 += F) {
+    const int64_t n = std::min(F, T - t0);
+    mlp_up(be, p, w, t0, n, s);
+    be.linear_forward(row_block(w.tmp, t0, n), row_block(w.act, 0, n), p[LT::kDown],
+                      p[LT::kDownBias], s);
+  }
   be.add(y, w.h, w.tmp, s);
 }
 
@@ -108,14 +139,24 @@ void layer_backward(Backend& be, const ModelSpec& m, const LayerParams& p, const
                     const StepInputs& in, LayerWorkspace& w, Tensor x, Tensor grad, Stream& s) {
   using LT = LayerTensor;
   const int64_t T = in.tokens, D = m.head_dim;
-  // MLP: y = h + down(act)
-  be.linear_backward_input(w.dact, grad, p[LT::kDown], false, s);
-  be.linear_backward_weight(g[LT::kDown], g[LT::kDownBias], grad, w.act, s);
-  be.swiglu_backward(w.dgate, w.dup, w.dact, w.gate, w.up, s);
-  be.linear_backward_input(w.dxn, w.dgate, p[LT::kGate], false, s);
-  be.linear_backward_input(w.dxn, w.dup, p[LT::kUp], true, s);
-  be.linear_backward_weight(g[LT::kGate], g[LT::kGateBias], w.dgate, w.xn2, s);
-  be.linear_backward_weight(g[LT::kUp], g[LT::kUpBias], w.dup, w.xn2, s);
+  // MLP: y = h + down(act), block by block (each block's gate, up, act recomputed first where
+  // there are several); the weight gradients accumulate over the blocks.
+  const int64_t F = w.gate.rows();
+  for (int64_t t0 = 0; t0 < T; t0 += F) {
+    const int64_t n = std::min(F, T - t0);
+    if (F < T) mlp_up(be, p, w, t0, n, s);
+    const Tensor dy = row_block(grad, t0, n), xn2 = row_block(w.xn2, t0, n),
+                 dxn = row_block(w.dxn, t0, n), act = row_block(w.act, 0, n),
+                 dact = row_block(w.dact, 0, n), dgate = row_block(w.dgate, 0, n),
+                 dup = row_block(w.dup, 0, n);
+    be.linear_backward_input(dact, dy, p[LT::kDown], false, s);
+    be.linear_backward_weight(g[LT::kDown], g[LT::kDownBias], dy, act, s);
+    be.swiglu_backward(dgate, dup, dact, row_block(w.gate, 0, n), row_block(w.up, 0, n), s);
+    be.linear_backward_input(dxn, dgate, p[LT::kGate], false, s);
+    be.linear_backward_input(dxn, dup, p[LT::kUp], true, s);
+    be.linear_backward_weight(g[LT::kGate], g[LT::kGateBias], dgate, xn2, s);
+    be.linear_backward_weight(g[LT::kUp], g[LT::kUpBias], dup, xn2, s);
+  }
   // grad becomes ∂L/∂h: the residual path plus the post-attention norm's input gradient
   be.rmsnorm_backward(grad, g[LT::kPostNorm], w.dxn, w.h, p[LT::kPostNorm], w.rstd2, true, s);
   // attention: h = x + o(attn)

@@ -32,8 +32,12 @@ struct LayerWorkspace {
   // gradients of the intermediates
   Tensor dxn, dq, dk, dv, dattn, dgate, dup, dact, dq_pre, dk_pre;
 
-  static size_t bytes_needed(const ModelSpec& spec, int64_t tokens, DType dt);
-  static LayerWorkspace carve(const ModelSpec& spec, int64_t tokens, DType dt, void* base);
+  // `mlp_tokens` > 0 (and < tokens): the MLP's T × intermediate tensors (gate, up, act and their
+  // gradients) hold blocks of that many rows, the MLP runs block by block (plan: F).
+  static size_t bytes_needed(const ModelSpec& spec, int64_t tokens, DType dt,
+                             int64_t mlp_tokens = 0);
+  static LayerWorkspace carve(const ModelSpec& spec, int64_t tokens, DType dt, void* base,
+                              int64_t mlp_tokens = 0);
 };
 
 // Views of one layer's tensors inside a cache unit's flat parameter / gradient buffers.

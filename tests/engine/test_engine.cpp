@@ -263,6 +263,37 @@ TEST(Plan, BudgetChoosesTheMicroBatchAndRefusesWhatCannotFit) {
   EXPECT_THROW(make_plan(r), Error);
 }
 
+// A sample as long as the step bounds M from below: where even that does not fit, the MLP runs
+// in blocks of fewer rows (halving down to 1024) before the window shrinks.
+TEST(Plan, ALongSampleCutsTheMlpIntoBlocksBeforeTheWindow) {
+  fs::path dir = tiny_model("plan", "llama", false);
+  PlanRequest r;
+  r.spec = load_model_spec(dir);
+  r.dtype = DType::kBF16;
+  r.window = 2;
+  r.max_tokens = 4096;
+  r.max_sequences = 1;
+  r.max_sample_tokens = 4096;
+  const EnginePlan whole = make_plan(r);
+  EXPECT_EQ(whole.mlp_tokens, 4096);
+  r.mlp_tokens = 1024;
+  const EnginePlan blocks = make_plan(r);
+  EXPECT_EQ(blocks.mlp_tokens, 1024);
+  // the six T × intermediate tensors shrink by 3/4
+  EXPECT_EQ(whole.device.workspace - blocks.device.workspace,
+            uint64_t(6 * (4096 - 1024) * r.spec.intermediate * 2));
+  r.mlp_tokens = 0;
+  r.gpu_budget = blocks.device_total();
+  const EnginePlan fit = make_plan(r);
+  EXPECT_EQ(fit.window, 2);
+  EXPECT_EQ(fit.micro_tokens, 4096);
+  EXPECT_EQ(fit.mlp_tokens, 1024);  // 2048 does not fit
+  EXPECT_NE(fit.describe().find("the MLP in blocks of 1024 tokens"), std::string::npos)
+      << fit.describe();
+  r.gpu_budget = blocks.device_total() - 4096;  // below: one slot
+  EXPECT_EQ(make_plan(r).window, 1);
+}
+
 // One device: the window's slots share one fp32 gradient buffer (a layer's gradient is cast to
 // its slot's stage before the next layer's backward zeroes it), so a slot costs its weights and
 // stage only; data parallel keeps one per slot (the reduction reads it while the next layer runs).

@@ -62,6 +62,8 @@ struct Case {
       for (size_t i = 1; i < batch.cu_seqlens.size(); ++i)
         opt.micro_tokens =
             std::max<int64_t>(opt.micro_tokens, batch.cu_seqlens[i] - batch.cu_seqlens[i - 1]);
+    // Micro-batched runs also cut the MLP into blocks of 5 rows (the last one shorter).
+    if (micro) opt.mlp_tokens = 5;
     opt.max_tokens = batch.tokens();
     opt.max_sequences = int64_t(batch.cu_seqlens.size()) - 1;
     opt.adamw.lr = hp["lr"];

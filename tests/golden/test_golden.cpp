@@ -49,6 +49,7 @@ TEST_P(Golden, MatchesTransformers) {
   Engine engine(*backend, c.spec, opt);
   load_model_weights(engine, dir);
   EXPECT_EQ(engine.plan().micro_tokens, micro ? opt.micro_tokens : c.batch.tokens());
+  EXPECT_EQ(engine.plan().mlp_tokens, micro ? 5 : c.batch.tokens());
 
   EXPECT_LT(rel_error(engine.logits(c.batch), read_all(golden, "logits")), 1e-5) << "logits";
 
