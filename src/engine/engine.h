@@ -2,9 +2,10 @@
 //
 // Only W "cache units" of decoder layers live on the device; the outer unit (embedding, final
 // norm, head) stays resident, and where the plan says so the optimizer state of the embedding
-// and the head too (the GPU-resident share, updated on the device by Backend::adamw). Every byte comes from one EnginePlan (engine/plan.h). Each layer
-// runs the step's samples in micro-batches of at most M tokens (layer-major; gradients accumulate
-// in the slot's fp32 buffers), so the workspaces are sized by M, not by the step. Per step:
+// and the head too (the GPU-resident share, updated on the device by Backend::adamw). Every byte
+// comes from one EnginePlan (engine/plan.h). Each layer runs the step's samples in micro-batches of
+// at most M tokens (layer-major; gradients accumulate in the slot's fp32 buffers), so the
+// workspaces are sized by M, not by the step. Per step:
 //   forward : embed → L0 … L{n-1}; layer i+W-1 is prefetched (H2D stream) while layer i computes,
 //             and each layer's input is offloaded (D2H stream) as a checkpoint;
 //   head    : final norm + fused linear/cross-entropy, giving ∂L/∂x_n;
@@ -29,12 +30,12 @@
 #include "backend/collective.h"
 #include "engine/batch.h"
 #include "engine/grad_ring.h"
-#include "engine/unit_state.h"
 #include "engine/micro_batch.h"
 #include "engine/nvme_checkpoints.h"
 #include "engine/nvme_tier.h"
 #include "engine/plan.h"
 #include "engine/trace.h"
+#include "engine/unit_state.h"
 #include "engine/update_worker.h"
 #include "model/layer.h"
 #include "model/spec.h"
@@ -42,18 +43,18 @@
 namespace sf {
 
 struct EngineOptions {
-  int window = 2;              // W: decoder layers resident on the device at once
-  int64_t max_tokens = 0;      // T of the largest step
-  int64_t max_sequences = 0;   // packed samples per step, at most
+  int window = 2;                 // W: decoder layers resident on the device at once
+  int64_t max_tokens = 0;         // T of the largest step
+  int64_t max_sequences = 0;      // packed samples per step, at most
   int64_t max_sample_tokens = 0;  // the longest sample; 0: max_tokens
-  int64_t micro_tokens = 0;    // M; 0: the largest that fits gpu_budget (the whole step if none)
-  int64_t mlp_tokens = 0;      // F (plan.h): 0: as the budget needs (M where it fits)
-  uint64_t gpu_budget = 0;     // bytes of device memory for everything; 0: no limit
-  uint64_t host_budget = 0;    // bytes of host memory for everything; 0: what the machine has
+  int64_t micro_tokens = 0;       // M; 0: the largest that fits gpu_budget (the whole step if none)
+  int64_t mlp_tokens = 0;         // F (plan.h): 0: as the budget needs (M where it fits)
+  uint64_t gpu_budget = 0;        // bytes of device memory for everything; 0: no limit
+  uint64_t host_budget = 0;       // bytes of host memory for everything; 0: what the machine has
   AdamWParams adamw;
-  float max_grad_norm = 0;     // 0: no clipping
-  int64_t grad_piece = 0;      // elements per gradient D2H piece; 0: the plan's default (tests)
-  std::string trace_path;      // non-empty: write the engine's timeline there (engine/trace.h)
+  float max_grad_norm = 0;  // 0: no clipping
+  int64_t grad_piece = 0;   // elements per gradient D2H piece; 0: the plan's default (tests)
+  std::string trace_path;   // non-empty: write the engine's timeline there (engine/trace.h)
   DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;  // the GPU-resident share
   std::vector<bool> on_device;  // non-empty: exactly these units there (PlanRequest::on_device)
   int held_units = -1;  // without clipping, units whose gradient is held (PlanRequest::held_units)
@@ -202,8 +203,8 @@ class Engine {
   // stream, after `ready`; records `source_free` once `src` has been read.
   void send_gradient(int unit, const void* src, Event& ready, Event& source_free);
   struct OuterPart;  // the embedding or the head range of the outer unit on the device
-  void prefetch(OuterPart& part);       // issues the part's upload (H2D) if it is stale
-  void ensure_loaded(OuterPart& part);  // and makes compute wait for it
+  void prefetch(OuterPart& part);                   // issues the part's upload (H2D) if it is stale
+  void ensure_loaded(OuterPart& part);              // and makes compute wait for it
   Tensor outer_grads(const OuterPart& part) const;  // its fp32 gradient range
   OuterParams outer_grad_views() const;             // embed, norm, head gradients
   OuterPart& other(const OuterPart& part);
@@ -258,16 +259,16 @@ class Engine {
   UnitLayout outer_layout_;  // embedding, final norm, head, as they lie in the device buffers
   std::unique_ptr<OuterPart> embed_part_, head_part_;
   int64_t want_version_ = 0;  // the weights the loads of the current pass must carry
-  Tensor inv_freq_dev_;  // RoPE's inverse frequencies on the device (every micro-batch's)
+  Tensor inv_freq_dev_;       // RoPE's inverse frequencies on the device (every micro-batch's)
   std::vector<Micro> micro_;
   Tensor act_[2], restore_[2], grad_, loss_sum_;
   std::unique_ptr<Event> act_ready_[2], act_saved_[2], restored_[2], restore_free_[2];
   std::vector<char*> ckpt_;  // host checkpoint of each layer's input (none when on NVMe)
   float* host_loss_ = nullptr;
-  double* host_sumsq_ = nullptr;  // per unit: the GPU-resident units' Σ g², read back
+  double* host_sumsq_ = nullptr;       // per unit: the GPU-resident units' Σ g², read back
   int64_t* host_nonfinite_ = nullptr;  // per unit: a device update's non-finite count, read back
-  bool outer_shared_ = false;     // the embedding's and head's gradients share one buffer
-  float lr_ = 0;                  // of the open step
+  bool outer_shared_ = false;          // the embedding's and head's gradients share one buffer
+  float lr_ = 0;                       // of the open step
   std::vector<float> inv_freq_;
 
   // Data parallel: this engine's device (0 for the primary), the reduction, the other devices'

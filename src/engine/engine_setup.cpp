@@ -423,15 +423,15 @@ void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
   forget_loaded();
 }
 
-void Engine::load_state(
-    const std::function<void(const TensorDesc&, int part, float* dst)>& fill) {
+void Engine::load_state(const std::function<void(const TensorDesc&, int part, float* dst)>& fill) {
   sync_state();
   for (size_t u = 0; u < host_.size(); ++u) {
     const auto& h = host_[u];
     if (h->on_nvme) {  // the unit's state in its slot, written back once every tensor is in
       nvme_->with_state(int(u), /*write_back=*/true, [&](float* master, float* m, float* v) {
         for (const auto& e : h->layout.entries)
-          for (int k = 0; k < 3; ++k) fill(e.desc, k, (k == 0 ? master : k == 1 ? m : v) + e.offset);
+          for (int k = 0; k < 3; ++k)
+            fill(e.desc, k, (k == 0 ? master : k == 1 ? m : v) + e.offset);
       });
       continue;
     }

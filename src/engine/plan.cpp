@@ -303,8 +303,8 @@ EnginePlan make_plan(const PlanRequest& r) {
             p.micro_tokens, " tokens (", p.describe(),
             "). The smallest budget that works for these steps is ", gib(smallest),
             " (window 1, micro-batches of ", least_m, " tokens",
-            r.micro_tokens > 0 ? "" : ", the longest sample", ", the MLP in blocks of ",
-            least_f, "); or lower the tokens per step (--batch-size, "
+            r.micro_tokens > 0 ? "" : ", the longest sample", ", the MLP in blocks of ", least_f,
+            "); or lower the tokens per step (--batch-size, "
             "--cutoff-len) or train a smaller model");
   }
 

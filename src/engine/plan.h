@@ -10,11 +10,12 @@
 // the next layer's backward zeroes the buffer — with several, each slot has its own, read by the
 // reduction while the next layer computes), one fp32 upload tile (weights go H2D as fp32 and are
 // cast on the device: no compute-dtype copy of the model on the host), the step's batch, three
-// T×C activation buffers (x/y of the forward, where the backward restores its checkpoints; ∂L/∂x) and the workspaces
-// of ONE micro-batch of M tokens (layer, head and the backend's own), and the optimizer state (fp32 master, m, v) of the GPU-resident share: the
-// units the plan chooses to update on the device, where the budget leaves room (embedding first,
-// then the head). Host: master weights and Adam m, v of the other units (12 B/param), gradients,
-// the activation checkpoints (L × T × C) and the batch staging.
+// T×C activation buffers (x/y of the forward, where the backward restores its checkpoints; ∂L/∂x)
+// and the workspaces of ONE micro-batch of M tokens (layer, head and the backend's own), and the
+// optimizer state (fp32 master, m, v) of the GPU-resident share: the units the plan chooses to
+// update on the device, where the budget leaves room (embedding first, then the head). Host: master
+// weights and Adam m, v of the other units (12 B/param), gradients, the activation checkpoints (L ×
+// T × C) and the batch staging.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +64,8 @@ struct PlanRequest {
   // total and its margin (host_margin) within host_limit (none where host_limit is 0).
   bool nvme = false;
   int nvme_layers = -1;
-  uint64_t host_limit = 0;     // host bytes the plan may take (the budget less what is held)
-  std::vector<bool> on_nvme;   // non-empty: exactly these units (a plan made earlier)
+  uint64_t host_limit = 0;    // host bytes the plan may take (the budget less what is held)
+  std::vector<bool> on_nvme;  // non-empty: exactly these units (a plan made earlier)
   // The activation checkpoints on NVMe too: 1 yes, 0 no, -1 where the host limit needs it (tried
   // before any layer's state: 2 B of disk traffic per byte of host freed, against the state's 3).
   int nvme_checkpoints = -1;
@@ -90,11 +91,11 @@ struct DeviceBytes {
 };
 
 struct HostBytes {
-  uint64_t state = 0;        // fp32 master, Adam m, v of the host units
-  uint64_t grads = 0;        // gradients (compute dtype): the ring and the held units'
-  uint64_t checkpoints = 0;  // layer inputs, L × T × C
-  uint64_t staging = 0;      // batch staging
-  uint64_t state_copy = 0;   // loading, saving, resuming: one part of a GPU-resident tensor
+  uint64_t state = 0;         // fp32 master, Adam m, v of the host units
+  uint64_t grads = 0;         // gradients (compute dtype): the ring and the held units'
+  uint64_t checkpoints = 0;   // layer inputs, L × T × C
+  uint64_t staging = 0;       // batch staging
+  uint64_t state_copy = 0;    // loading, saving, resuming: one part of a GPU-resident tensor
   uint64_t nvme_staging = 0;  // the NVMe tier's pinned update and load slots
   uint64_t total() const {
     return state + grads + checkpoints + staging + state_copy + nvme_staging;
@@ -131,13 +132,13 @@ struct EnginePlan {
   std::vector<bool> on_nvme;
   int64_t nvme_params = 0;
   int nvme_update_slots = 0, nvme_load_slots = 0;
-  uint64_t nvme_disk = 0;                              // bytes of the scratch files
+  uint64_t nvme_disk = 0;  // bytes of the scratch files
   // The activation checkpoints on NVMe (engine/nvme_checkpoints.h): host.checkpoints is then
   // ckpt_slots staging buffers of one layer's checkpoint.
   bool ckpt_on_nvme = false;
   bool ckpt_gds = false;  // their slots on the device, through GPUDirect Storage
   int ckpt_slots = 0;
-  double nvme_read_bytes = 0, nvme_write_bytes = 0;    // per step
+  double nvme_read_bytes = 0, nvme_write_bytes = 0;  // per step
   int64_t layers = 0, hidden = 0;
   int devices = 1;  // data parallel: the device figures are each device's, the host's all of them
   size_t dtype_bytes = 0;  // the compute dtype's size
@@ -149,7 +150,7 @@ struct EnginePlan {
   uint64_t device_total() const {
     return device.engine() + device.ckpt_staging + backend_scratch + device_outside;
   }
-  std::string describe() const;  // several lines, for `plan` and the start of `train`
+  std::string describe() const;    // several lines, for `plan` and the start of `train`
   std::string held_names() const;  // "the head and layers 26-31 (N parameters)"
 };
 
@@ -201,8 +202,7 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
 // Elements of the outer unit's fp32 gradient buffer: embedding + head when tied (the head adds
 // into the embedding's) or when a GPU-resident head must keep its gradient until a clipped
 // update at the step's end; else the larger of the two (they take turns).
-bool outer_grads_separate(const ModelSpec& spec, const std::vector<bool>& on_device,
-                          bool clipping);
+bool outer_grads_separate(const ModelSpec& spec, const std::vector<bool>& on_device, bool clipping);
 int64_t outer_grad_elems(const ModelSpec& spec, bool separate);
 
 // I32 entries of the batch area: ids, targets, positions (T each) and every micro-batch's own

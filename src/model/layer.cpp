@@ -52,7 +52,9 @@ LayerWorkspace carve_layer(const ModelSpec& m, int64_t T, int64_t mlp_tokens, DT
   return w;
 }
 
-Tensor heads_view(Tensor t, int64_t T, int64_t heads, int64_t D) { return t.reshaped({T, heads, D}); }
+Tensor heads_view(Tensor t, int64_t T, int64_t heads, int64_t D) {
+  return t.reshaped({T, heads, D});
+}
 // rows of one head each: the view q/k norms run over.
 Tensor head_rows(Tensor t, int64_t T, int64_t heads, int64_t D) {
   return t.reshaped({T * heads, D});
@@ -100,7 +102,8 @@ void layer_forward(Backend& be, const ModelSpec& m, const LayerParams& p, const 
   const int64_t T = in.tokens, D = m.head_dim;
   const float eps = float(m.rms_norm_eps);
   be.rmsnorm_forward(w.xn1, w.rstd1, x, p[LT::kInputNorm], eps, s);
-  // Qwen3 normalises each head of q and k before the rotation; keep the pre-norm values for backward.
+  // Qwen3 normalises each head of q and k before the rotation; keep the pre-norm values for
+  // backward.
   Tensor q_out = m.qk_norm ? w.q_pre : w.q, k_out = m.qk_norm ? w.k_pre : w.k;
   be.linear_forward(q_out, w.xn1, p[LT::kQ], p[LT::kQBias], s);
   be.linear_forward(k_out, w.xn1, p[LT::kK], p[LT::kKBias], s);

@@ -1,10 +1,11 @@
-// defines: sf::LayerWorkspace, sf::StepInputs, layer_forward, layer_backward, head_forward_backward,
-// head_logits — one decoder layer and the head, written once against sf::Backend.
+// defines: sf::LayerWorkspace, sf::StepInputs, layer_forward, layer_backward,
+// head_forward_backward, head_logits — one decoder layer and the head, written once against
+// sf::Backend.
 //
 // A Llama-family layer (Llama, Mistral, Qwen2, Qwen3 differ only in biases and q/k norms):
-//   xn1 = rmsnorm(x)                  q,k,v = xn1·Wᵀ (+b)   [Qwen3: q,k = rmsnorm_D(q), rmsnorm_D(k)]
-//   q,k = rope(q,k)                   a = attention(q,k,v)  h = x + a·Woᵀ (+bo)
-//   xn2 = rmsnorm(h)                  y = h + Wd·(silu(Wg·xn2) ∘ Wu·xn2)
+//   xn1 = rmsnorm(x)                  q,k,v = xn1·Wᵀ (+b)   [Qwen3: q,k = rmsnorm_D(q),
+//   rmsnorm_D(k)] q,k = rope(q,k)                   a = attention(q,k,v)  h = x + a·Woᵀ (+bo) xn2 =
+//   rmsnorm(h)                  y = h + Wd·(silu(Wg·xn2) ∘ Wu·xn2)
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,8 @@ struct StepInputs {
 
 // Intermediates of one layer for T tokens (compute dtype unless noted), carved from one buffer.
 struct LayerWorkspace {
-  Tensor xn1, rstd1, q, k, v, q_pre, k_pre, rstd_q, rstd_k, attn, lse, h, xn2, rstd2, gate, up,
-      act, tmp;
+  Tensor xn1, rstd1, q, k, v, q_pre, k_pre, rstd_q, rstd_k, attn, lse, h, xn2, rstd2, gate, up, act,
+      tmp;
   // gradients of the intermediates
   Tensor dxn, dq, dk, dv, dattn, dgate, dup, dact, dq_pre, dk_pre;
 
@@ -47,7 +48,8 @@ struct LayerParams {
   static LayerParams view(const UnitLayout& layout, void* base, DType dt);
 };
 
-// y = layer(x). With `output` empty only the intermediates are produced (the recompute of backward).
+// y = layer(x). With `output` empty only the intermediates are produced (the recompute of
+// backward).
 void layer_forward(Backend& be, const ModelSpec& spec, const LayerParams& p, const StepInputs& in,
                    LayerWorkspace& ws, Tensor x, Tensor y, Stream& s);
 

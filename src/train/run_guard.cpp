@@ -155,7 +155,8 @@ void check_nvme_space(const fs::path& nvme_dir, double bytes_needed, const fs::p
   fs::space_info s = fs::space(nvme_dir, ec);
   if (g_free_space_override >= 0) s.available = uintmax_t(g_free_space_override.load()), ec = {};
   if (ec) return;  // unknown: the scratch file's reservation will say
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   const bool shared = !output.empty() && stat(nvme_dir.c_str(), &a) == 0 &&
                       stat(output.c_str(), &b) == 0 && a.st_dev == b.st_dev;
   const double need = bytes_needed + (shared ? output_bytes : 0);

@@ -1,6 +1,7 @@
-// defines: prepare_output_dir, prepare_trace_file, SignalGuard, check_weights_usable — what keeps a run from losing
-// its work or saving a bad model: the output directory checked before the first step, SIGINT and
-// SIGTERM turned into "finish the step, save, stop", and the weights checked before every save.
+// defines: prepare_output_dir, prepare_trace_file, SignalGuard, check_weights_usable — what keeps a
+// run from losing its work or saving a bad model: the output directory checked before the first
+// step, SIGINT and SIGTERM turned into "finish the step, save, stop", and the weights checked
+// before every save.
 #pragma once
 
 #include <csignal>

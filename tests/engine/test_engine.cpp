@@ -212,15 +212,20 @@ TEST(Plan, HoldsTheHeadAndTheTopLayers) {
 
 // A GPU budget picks the largest micro-batch that fits; one too small for any plan names the
 // smallest budget that works.
-TEST(Plan, BudgetChoosesTheMicroBatchAndRefusesWhatCannotFit) {
-  fs::path dir = tiny_model("plan", "llama", false);
+// The tiny llama's plan for steps of 4096 tokens in `samples` samples of ≤ `longest`, window 2.
+PlanRequest tiny_plan_request(int64_t samples, int64_t longest) {
   PlanRequest r;
-  r.spec = load_model_spec(dir);
+  r.spec = load_model_spec(tiny_model("plan", "llama", false));
   r.dtype = DType::kBF16;
   r.window = 2;
   r.max_tokens = 4096;
-  r.max_sequences = 16;
-  r.max_sample_tokens = 256;
+  r.max_sequences = samples;
+  r.max_sample_tokens = longest;
+  return r;
+}
+
+TEST(Plan, BudgetChoosesTheMicroBatchAndRefusesWhatCannotFit) {
+  PlanRequest r = tiny_plan_request(16, 256);
   const EnginePlan whole = make_plan(r);
   EXPECT_EQ(whole.micro_tokens, 4096);
   r.micro_tokens = 512;
@@ -266,14 +271,7 @@ TEST(Plan, BudgetChoosesTheMicroBatchAndRefusesWhatCannotFit) {
 // A sample as long as the step bounds M from below: where even that does not fit, the MLP runs
 // in blocks of fewer rows (halving down to 1024) before the window shrinks.
 TEST(Plan, ALongSampleCutsTheMlpIntoBlocksBeforeTheWindow) {
-  fs::path dir = tiny_model("plan", "llama", false);
-  PlanRequest r;
-  r.spec = load_model_spec(dir);
-  r.dtype = DType::kBF16;
-  r.window = 2;
-  r.max_tokens = 4096;
-  r.max_sequences = 1;
-  r.max_sample_tokens = 4096;
+  PlanRequest r = tiny_plan_request(1, 4096);
   const EnginePlan whole = make_plan(r);
   EXPECT_EQ(whole.mlp_tokens, 4096);
   r.mlp_tokens = 1024;

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 
+#include "../io/nvme_test_util.h"
 #include "core/error.h"
 #include "engine/host_check.h"
 #include "engine/nvme_tier.h"
@@ -15,7 +16,6 @@
 #include "engine_test_util.h"
 #include "io/nvme_faults.h"
 #include "io/nvme_store.h"
-#include "../io/nvme_test_util.h"
 
 namespace sf {
 namespace {
@@ -44,12 +44,10 @@ TEST(EngineNvme, IsBitIdenticalWithTheHostRun) {
         const TrainRun host = train(dir, host_opt, 4, /*whole=*/true);
         for (int layers : {1, 3, 5}) {
           const TrainRun disk = train(dir, on_nvme(window, clip, layers, scratch), 4, true);
-          EXPECT_EQ(disk.losses, host.losses)
-              << "tied " << tied << " clip " << clip << " window " << window << " layers "
-              << layers;
-          EXPECT_EQ(disk.weights, host.weights)
-              << "tied " << tied << " clip " << clip << " window " << window << " layers "
-              << layers;
+          EXPECT_EQ(disk.losses, host.losses) << "tied " << tied << " clip " << clip << " window "
+                                              << window << " layers " << layers;
+          EXPECT_EQ(disk.weights, host.weights) << "tied " << tied << " clip " << clip << " window "
+                                                << window << " layers " << layers;
         }
         EXPECT_LT(host.losses.back(), host.losses.front());
       }
@@ -104,13 +102,12 @@ TEST(EngineNvme, EvaluationGradientsAndPlanAgree) {
   const EnginePlan& p = disk.plan();
   EXPECT_EQ(p.on_nvme, (std::vector<bool>{false, true, true, false, false, false, false}));
   EXPECT_EQ(p.nvme_params, disk.layout(1).numel + disk.layout(2).numel);
-  EXPECT_EQ(host.plan().host.state - p.host.state,
-            UnitState::state_bytes(disk.layout(1).numel) +
-                UnitState::state_bytes(disk.layout(2).numel));
+  EXPECT_EQ(
+      host.plan().host.state - p.host.state,
+      UnitState::state_bytes(disk.layout(1).numel) + UnitState::state_bytes(disk.layout(2).numel));
   EXPECT_GT(p.host.nvme_staging, 0u);
   EXPECT_GE(p.nvme_disk, uint64_t(p.nvme_params) * 12);
-  EXPECT_NE(p.describe().find("the state of layers 0-1 ("), std::string::npos)
-      << p.describe();
+  EXPECT_NE(p.describe().find("the state of layers 0-1 ("), std::string::npos) << p.describe();
   for (int s = 0; s < 3; ++s) {
     const Batch b = random_batch(uint64_t(s), spec.vocab, {13, 21, 7});
     const StepResult a = host.step(b, 1e-2f), c = disk.step(b, 1e-2f);
@@ -119,7 +116,8 @@ TEST(EngineNvme, EvaluationGradientsAndPlanAgree) {
     const Batch e = random_batch(uint64_t(7 + s), spec.vocab, {9, 30});
     EXPECT_EQ(disk.evaluate(e).loss_sum, host.evaluate(e).loss_sum);
   }
-  for (const char* name : {"model.layers.0.mlp.up_proj.weight", "model.layers.1.self_attn.q_proj.weight"})
+  for (const char* name :
+       {"model.layers.0.mlp.up_proj.weight", "model.layers.1.self_attn.q_proj.weight"})
     EXPECT_EQ(disk.gradient(name), host.gradient(name)) << name;
   const Batch b = random_batch(11, spec.vocab, {20});
   EXPECT_EQ(disk.logits(b), host.logits(b));

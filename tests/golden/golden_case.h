@@ -3,8 +3,8 @@
 // share. Header-only: test support.
 #pragma once
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>

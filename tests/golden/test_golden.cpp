@@ -16,9 +16,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "golden_case.h"
 #include "io/safetensors.h"
 #include "model/spec.h"
-#include "golden_case.h"
 #include "train/checkpoint.h"
 
 namespace sf {
@@ -79,14 +79,15 @@ TEST_P(Golden, MatchesTransformers) {
   EXPECT_GT(checked, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllCases, Golden,
-    ::testing::Combine(::testing::ValuesIn(golden::case_names()), ::testing::Values(1, 2, 3),
-                       ::testing::Values(false, true)),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param)) +
-             (std::get<2>(info.param) ? "_micro" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(AllCases, Golden,
+                         ::testing::Combine(::testing::ValuesIn(golden::case_names()),
+                                            ::testing::Values(1, 2, 3),
+                                            ::testing::Values(false, true)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_W" +
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_micro" : "");
+                         });
 
 }  // namespace
 }  // namespace sf

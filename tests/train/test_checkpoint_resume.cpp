@@ -131,8 +131,8 @@ TEST(TrainCheckpoint, ResumeRestoresDeviceAndNvmeStateBitIdentically) {
     const TrainSummary resumed = run_training(c, log);
     ASSERT_EQ(resumed.losses.size(), 3u) << tier << log.str();
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed.losses[i], straight.losses[3 + i]) << tier;
-    for (const char* t : {"model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight",
-                          "lm_head.weight"})
+    for (const char* t :
+         {"model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight", "lm_head.weight"})
       EXPECT_EQ(weights_of(d / "resumed", t), weights_of(d / "straight", t)) << tier << " " << t;
   }
 }
@@ -505,8 +505,7 @@ TEST(TrainCheckpoint, NvmeDirectoryWithoutRoomIsRefusedFirst) {
   EXPECT_NE(alone.find("nvme_dir " + d.string() + " has 3 GiB free, but the NVMe tier needs 4 GiB"),
             std::string::npos)
       << alone;
-  EXPECT_NE(shared.find("and output_dir, on the same file system, about 2 GiB"),
-            std::string::npos)
+  EXPECT_NE(shared.find("and output_dir, on the same file system, about 2 GiB"), std::string::npos)
       << shared;
   fs::remove_all(d);
 }

@@ -136,8 +136,8 @@ class GdsStore final : public FileStore {
     return stats_;
   }
   std::string describe() const override {
-    return str_cat("GPUDirect Storage store in ", dir_.string(), " (", file_.fs_type(), "): cuFile (",
-                   cufile().path, ", ",
+    return str_cat("GPUDirect Storage store in ", dir_.string(), " (", file_.fs_type(),
+                   "): cuFile (", cufile().path, ", ",
                    nvidia_fs_loaded() ? "nvidia-fs loaded: disk to device memory"
                                       : "compatibility mode: no nvidia-fs, cuFile bounces through "
                                         "its own host buffers",
@@ -196,8 +196,9 @@ class GdsStore final : public FileStore {
         uint64_t done = 0;
         while (done < q.len && error.empty()) {  // cuFile may move fewer bytes than asked
           const ssize_t n =
-              q.write ? cufile().write(handle_, q.buf + done, q.len - done, off_t(q.offset + done), 0)
-                      : cufile().read(handle_, q.buf + done, q.len - done, off_t(q.offset + done), 0);
+              q.write
+                  ? cufile().write(handle_, q.buf + done, q.len - done, off_t(q.offset + done), 0)
+                  : cufile().read(handle_, q.buf + done, q.len - done, off_t(q.offset + done), 0);
           if (n > 0) {
             done += uint64_t(n);
             continue;
@@ -206,9 +207,9 @@ class GdsStore final : public FileStore {
           error = str_cat(file_.path().string(), " (the unlinked scratch file of --nvme-dir ",
                           dir_.string(), "): cuFile ", q.write ? "write" : "read", " of ",
                           q.len - done, " bytes at offset ", q.offset + done, " failed (",
-                          n == 0 ? std::string("no bytes moved")
-                                 : err < 5000 ? std::string(std::strerror(err))
-                                              : str_cat("cuFile error ", err),
+                          n == 0       ? std::string("no bytes moved")
+                          : err < 5000 ? std::string(std::strerror(err))
+                                       : str_cat("cuFile error ", err),
                           "); the run stops here: free the disk or use nvme_gds: off, and "
                           "resume from the last checkpoint");
         }
