@@ -48,6 +48,11 @@ struct Tensor {
     SF_CHECK(dtype == DType::kI32, "expected an I32 tensor, got ", dtype_name(dtype));
     return static_cast<int32_t*>(data);
   }
+  // Rows [begin, begin + n) when viewed as a matrix whose row is the last dimension.
+  Tensor row_range(int64_t begin, int64_t n) const {
+    return Tensor(static_cast<char*>(data) + size_t(begin * cols()) * dtype_size(dtype), dtype,
+                  {n, cols()});
+  }
   // The same bytes seen with another shape of equal element count.
   Tensor reshaped(std::initializer_list<int64_t> dims) const {
     Tensor t(data, dtype, dims);

@@ -73,9 +73,7 @@ void Engine::upload_batch(const Batch& b) {
 }
 
 Tensor Engine::rows(Tensor t, const Micro& m) const {
-  const int64_t C = t.cols();
-  return Tensor(static_cast<char*>(t.data) + size_t(m.mb.token_begin * C) * dtype_size(t.dtype),
-                t.dtype, {m.mb.tokens, C});
+  return t.row_range(m.mb.token_begin, m.mb.tokens);
 }
 
 void Engine::select(const Micro& m) {

@@ -60,12 +60,7 @@ Tensor head_rows(Tensor t, int64_t T, int64_t heads, int64_t D) {
   return t.reshaped({T * heads, D});
 }
 
-// Rows [begin, begin + n) of a row-major matrix.
-Tensor row_block(Tensor t, int64_t begin, int64_t n) {
-  const int64_t cols = t.cols();
-  return Tensor(static_cast<char*>(t.data) + size_t(begin * cols) * dtype_size(t.dtype), t.dtype,
-                {n, cols});
-}
+Tensor row_block(Tensor t, int64_t begin, int64_t n) { return t.row_range(begin, n); }
 
 // gate, up and act of rows [t0, t0 + n) of xn2, into the first n rows of the MLP's blocks.
 void mlp_up(Backend& be, const LayerParams& p, LayerWorkspace& w, int64_t t0, int64_t n,
