@@ -57,7 +57,11 @@ tok = statistics.median(rates[1:] or rates)
 tflops = tok * (6 * P + 6 * L * H * S) / 1e12
 mm = re.search(r"micro-batches of ≤ (\d+) tokens", text)
 dev = re.search(r"engine device buffer ([0-9.]+) GiB", text)
-rss = re.search(r"host peak RSS ([0-9.]+) GiB \(planned ([0-9.]+) GiB\)", text)
+rss = re.search(r"host peak RSS ([0-9.]+) GiB (?:\(start-up ([0-9.]+) GiB, steps ([0-9.]+) GiB\) )?"
+                r"\(planned ([0-9.]+) GiB\)", text)
+rss_text = (f"host peak RSS {rss.group(1)} GiB"
+            + (f" (start-up {rss.group(2)}, steps {rss.group(3)})" if rss.group(2) else "")
+            + f" (planned {rss.group(4)})") if rss else "host peak RSS ?"
 su = re.search(r"start-up: ([0-9.]+) s", text)
 busy = re.findall(r"GPU busy ([0-9.]+) %", text)
 plan_path = path[:-len(".log")] + ".plan.log"
@@ -77,7 +81,7 @@ if p_step:
             f" vs {rss.group(1) if rss else '?'}")
 print(f"{cfg} cap {cap} clip {clip}: {tok:,.0f} tok/s, {tflops:.0f} TFLOPS, M {mm.group(1) if mm else '?'}, "
       f"engine device {dev.group(1) if dev else '?'} GiB, device peak (NVML) {int(peak_mib) / 1024:.1f} GiB, "
-      f"host peak RSS {rss.group(1) if rss else '?'} GiB (planned {rss.group(2) if rss else '?'}), "
+      f"{rss_text}, "
       f"start-up {su.group(1) if su else '?'} s, steps {[round(r) for r in rates]}"
       + (f", GPU busy {busy[-1]} %" if busy else "") + pred
       + (f"; NVMe disk floor {float(floor.group(1)):.2f} s a step, measured step "

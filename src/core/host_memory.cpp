@@ -59,4 +59,11 @@ ProcessMemory process_memory() {
   return m;
 }
 
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";  // resets VmHWM to the current VmRSS (Linux >= 4.0)
+  f.flush();
+  return bool(f);
+}
+
 }  // namespace sf

@@ -27,5 +27,8 @@ struct ProcessMemory {
   uint64_t rss = 0, peak_rss = 0;
 };
 ProcessMemory process_memory();
+// Starts a new peak from now (VmHWM := VmRSS, /proc/self/clear_refs); false where the kernel
+// refuses, and the peak then still counts from the process's start.
+bool reset_peak_rss();
 
 }  // namespace sf

@@ -54,6 +54,7 @@ struct EngineOptions {
   AdamWParams adamw;
   float max_grad_norm = 0;  // 0: no clipping
   int64_t grad_piece = 0;   // elements per gradient D2H piece; 0: the plan's default (tests)
+  int64_t state_piece = 0;  // elements per piece of a state copy; 0: the plan's default (tests)
   std::string trace_path;   // non-empty: write the engine's timeline there (engine/trace.h)
   DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;  // the GPU-resident share
   std::vector<bool> on_device;  // non-empty: exactly these units there (PlanRequest::on_device)
@@ -90,10 +91,11 @@ struct EvalResult {
 // One tensor's complete optimizer state, fp32 (what a resumable checkpoint holds). Where `fetch`
 // is set (a GPU-resident or NVMe tensor), master, m and v are valid during the visit's callback
 // only (visit_state: a host copy taken for it) or null (visit_state_read); `fetch(part, use)`
-// takes a copy of one part again later (0 master, 1 m, 2 v: one part of one tensor at a time, as
-// the plan's state_copy counts) and hands it to `use`.
+// copies one part again later (0 master, 1 m, 2 v) and hands it to `use` in consecutive pieces,
+// use(values, begin, count) for elements [begin, begin + count), each at most the plan's
+// state_piece elements (one piece at a time: the plan's host.state_copy).
 struct TensorState {
-  using Use = std::function<void(const float* values)>;
+  using Use = std::function<void(const float* values, int64_t begin, int64_t count)>;
   using Fetch = std::function<void(int part, const Use&)>;
   const TensorDesc& desc;
   int64_t numel;
@@ -102,6 +104,15 @@ struct TensorState {
   float* v;
   Fetch fetch;  // empty: the pointers stay valid (host memory)
 };
+
+// Writes elements [begin, begin + count) of part `part` (0 master, 1 m, 2 v) of a tensor to dst.
+// A host tensor comes in one piece; a GPU-resident or NVMe one in pieces of at most the plan's
+// state_piece elements, in order, through one host buffer (the plan's host.state_copy).
+using StateFill =
+    std::function<void(const TensorDesc&, int part, int64_t begin, int64_t count, float* dst)>;
+// Reads elements [begin, begin + count) of a tensor's master weights from src, in pieces as above.
+using WeightVisit =
+    std::function<void(const TensorDesc&, int64_t begin, int64_t count, const float* src)>;
 
 class Engine {
  public:
@@ -120,23 +131,22 @@ class Engine {
   int units() const { return int(host_.size()); }
   const UnitLayout& layout(int unit) const { return host_[size_t(unit)]->layout; }
 
-  // Fills fp32 master weights tensor by tensor (e.g. from a checkpoint); call before training.
-  void init_weights(const std::function<void(const TensorDesc&, float* dst)>& fill);
-  // Visits each tensor's fp32 master weights (after all pending updates); `src` is valid during
-  // the callback only (a GPU-resident tensor is copied to the host for it).
-  void visit_weights(const std::function<void(const TensorDesc&, const float* src)>& fn);
+  // Fills fp32 master weights tensor by tensor, piece by piece (StateFill, part 0; m and v are
+  // zeroed), e.g. from a checkpoint; call before training.
+  void init_weights(const StateFill& fill);
+  // Visits each tensor's fp32 master weights (after all pending updates), piece by piece; `src`
+  // is valid during the callback only (a GPU-resident tensor is copied to the host for it).
+  void visit_weights(const WeightVisit& fn);
   // Visits every tensor's master weights and Adam moments (after all pending updates); `fn` may
-  // read them (saving) or overwrite them (resuming). After overwriting, call set_steps_done with
-  // the optimizer steps the state carries (Adam's bias correction counts from it). Pointers kept
-  // past the callback: see TensorState::fetch. A GPU-resident tensor's three parts are copied to
-  // the host together (12 B/param, past the plan's state_copy): for tests; a resume goes through
+  // read them or overwrite them. After overwriting, call set_steps_done with the optimizer steps
+  // the state carries (Adam's bias correction counts from it). Pointers kept past the callback:
+  // see TensorState::fetch. A GPU-resident tensor's three parts are copied to the host whole and
+  // together (12 B/param, past the plan's state_copy): for tests; a resume goes through
   // load_state, a save through visit_state_read.
   void visit_state(const std::function<void(const TensorState&)>& fn);
-  // Overwrites every tensor's master weights and Adam moments one part at a time (resuming):
-  // `fill(desc, part, dst)` writes part 0 (master), 1 (m) or 2 (v) of the tensor to dst, valid
-  // during the call only. A GPU-resident tensor's part goes through one host buffer of its size
-  // (the plan's state_copy), an NVMe unit's state through its staging slot. Then set_steps_done.
-  void load_state(const std::function<void(const TensorDesc&, int part, float* dst)>& fill);
+  // Overwrites every tensor's master weights and Adam moments (resuming), one piece of one part
+  // at a time (StateFill). Then set_steps_done.
+  void load_state(const StateFill& fill);
   // The same for reading only (saving): a GPU-resident or NVMe tensor comes through its `fetch`
   // alone, so nothing is copied, read or written back during the visit itself.
   void visit_state_read(const std::function<void(const TensorState&)>& fn);
@@ -220,10 +230,12 @@ class Engine {
   TensorState::Fetch fetcher(size_t unit, const UnitLayout::Entry* e);  // empty for host units
   void with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool write_back,
                       const std::function<void(float*, float*, float*)>& fn);
-  // One part (0 master, 1 m, 2 v) of a GPU-resident tensor in host memory: read from the device
-  // first where `read`, written back after `fn` where `write_back`.
+  // One part (0 master, 1 m, 2 v) of a GPU-resident tensor through host memory, in pieces of at
+  // most the plan's state_piece elements: each read from the device first where `read`, handed
+  // to fn(values, begin, count), written back after it where `write_back`.
   void with_host_part(const UnitState& h, const UnitLayout::Entry& e, int part, bool read,
-                      bool write_back, const std::function<void(float*)>& fn);
+                      bool write_back,
+                      const std::function<void(float* values, int64_t begin, int64_t count)>& fn);
   void load_layer(int layer);  // into slot layer % W, unless already there for this step
   // Reads an NVMe layer's master ahead of its load, where its update is done; else nothing.
   void prefetch_nvme(int layer);

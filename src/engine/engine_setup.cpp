@@ -49,6 +49,7 @@ PlanRequest Engine::plan_request() {
   req.device_outside = be_.device_memory().used;  // the context and the backend's scratch
   req.clipping = opt_.max_grad_norm > 0;
   req.grad_piece = opt_.grad_piece;
+  req.state_piece = opt_.state_piece;
   req.device_optimizer = opt_.device_optimizer;
   req.on_device = opt_.on_device;
   req.held_units = opt_.held_units;
@@ -337,21 +338,26 @@ void Engine::with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool
 }
 
 void Engine::with_host_part(const UnitState& h, const UnitLayout::Entry& e, int part, bool read,
-                            bool write_back, const std::function<void(float*)>& fn) {
-  const size_t bytes = size_t(e.numel) * 4;
-  std::vector<float> buf(size_t(e.numel));
+                            bool write_back,
+                            const std::function<void(float*, int64_t, int64_t)>& fn) {
+  const int64_t piece = std::min(e.numel, plan_.state_piece);
+  std::vector<float> buf(static_cast<size_t>(piece));
   float* dev = (part == 0 ? h.master : part == 1 ? h.m : h.v) + e.offset;
-  if (read) {
-    be_.copy(buf.data(), dev, bytes, *compute_);
-    be_.synchronize(*compute_);
+  for (int64_t begin = 0; begin < e.numel; begin += piece) {
+    const int64_t n = std::min(piece, e.numel - begin);
+    const size_t bytes = size_t(n) * 4;
+    if (read) {
+      be_.copy(buf.data(), dev + begin, bytes, *compute_);
+      be_.synchronize(*compute_);
+    }
+    fn(buf.data(), begin, n);
+    if (!write_back) continue;
+    be_.copy(dev + begin, buf.data(), bytes, *compute_);
+    be_.synchronize(*compute_);  // buf is filled again next
   }
-  fn(buf.data());
-  if (!write_back) return;
-  be_.copy(dev, buf.data(), bytes, *compute_);
-  be_.synchronize(*compute_);
 }
 
-void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& fill) {
+void Engine::init_weights(const StateFill& fill) {
   sync_state();
   for (size_t u = 0; u < host_.size(); ++u) {
     const auto& h = host_[u];
@@ -359,7 +365,7 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
     if (h->on_nvme) {
       nvme_->with_state(int(u), /*write_back=*/true, [&](float* master, float* m, float* v) {
         zero_floats(master, n);
-        for (const auto& e : h->layout.entries) fill(e.desc, master + e.offset);
+        for (const auto& e : h->layout.entries) fill(e.desc, 0, 0, e.numel, master + e.offset);
         zero_floats(m, n);
         zero_floats(v, n);
       });
@@ -370,11 +376,13 @@ void Engine::init_weights(const std::function<void(const TensorDesc&, float*)>& 
         be_.fill_zero(Tensor(a, DType::kF32, {n}), *compute_);
       for (const auto& e : h->layout.entries)  // m and v are zero: the master alone goes up
         with_host_part(*h, e, 0, /*read=*/false, /*write_back=*/true,
-                       [&](float* master) { fill(e.desc, master); });
+                       [&](float* master, int64_t begin, int64_t count) {
+                         fill(e.desc, 0, begin, count, master);
+                       });
       continue;
     }
     zero_floats(h->master, n);
-    for (const auto& e : h->layout.entries) fill(e.desc, h->master + e.offset);
+    for (const auto& e : h->layout.entries) fill(e.desc, 0, 0, e.numel, h->master + e.offset);
     zero_floats(h->m, n);
     zero_floats(h->v, n);
   }
@@ -386,14 +394,18 @@ TensorState::Fetch Engine::fetcher(size_t u, const UnitLayout::Entry* e) {
   if (h->on_device)
     return [this, h, e](int part, const TensorState::Use& use) {
       with_host_part(*h, *e, part, /*read=*/true, /*write_back=*/false,
-                     [&](float* values) { use(values); });
+                     [&](float* values, int64_t begin, int64_t count) { use(values, begin, count); });
     };
   if (h->on_nvme)
-    return [tier = nvme_.get(), u, e](int part, const TensorState::Use& use) {
-      // The part alone, read back from the disk (plan: host.state_copy).
-      std::vector<float> buf(size_t(e->numel));
-      tier->read_part(int(u), part, e->offset, e->numel, buf.data());
-      use(buf.data());
+    return [this, tier = nvme_.get(), u, e](int part, const TensorState::Use& use) {
+      // Piece by piece, read back from the disk (plan: host.state_copy).
+      const int64_t piece = std::min(e->numel, plan_.state_piece);
+      std::vector<float> buf(static_cast<size_t>(piece));
+      for (int64_t begin = 0; begin < e->numel; begin += piece) {
+        const int64_t n = std::min(piece, e->numel - begin);
+        tier->read_part(int(u), part, e->offset + begin, n, buf.data());
+        use(buf.data(), begin, n);
+      }
     };
   return {};
 }
@@ -423,7 +435,7 @@ void Engine::visit_state(const std::function<void(const TensorState&)>& fn) {
   forget_loaded();
 }
 
-void Engine::load_state(const std::function<void(const TensorDesc&, int part, float* dst)>& fill) {
+void Engine::load_state(const StateFill& fill) {
   sync_state();
   for (size_t u = 0; u < host_.size(); ++u) {
     const auto& h = host_[u];
@@ -431,7 +443,7 @@ void Engine::load_state(const std::function<void(const TensorDesc&, int part, fl
       nvme_->with_state(int(u), /*write_back=*/true, [&](float* master, float* m, float* v) {
         for (const auto& e : h->layout.entries)
           for (int k = 0; k < 3; ++k)
-            fill(e.desc, k, (k == 0 ? master : k == 1 ? m : v) + e.offset);
+            fill(e.desc, k, 0, e.numel, (k == 0 ? master : k == 1 ? m : v) + e.offset);
       });
       continue;
     }
@@ -439,9 +451,11 @@ void Engine::load_state(const std::function<void(const TensorDesc&, int part, fl
       for (int k = 0; k < 3; ++k) {
         if (h->on_device)
           with_host_part(*h, e, k, /*read=*/false, /*write_back=*/true,
-                         [&](float* dst) { fill(e.desc, k, dst); });
+                         [&](float* dst, int64_t begin, int64_t count) {
+                           fill(e.desc, k, begin, count, dst);
+                         });
         else
-          fill(e.desc, k, (k == 0 ? h->master : k == 1 ? h->m : h->v) + e.offset);
+          fill(e.desc, k, 0, e.numel, (k == 0 ? h->master : k == 1 ? h->m : h->v) + e.offset);
       }
   }
   forget_loaded();
@@ -469,22 +483,24 @@ void Engine::set_steps_done(int64_t steps) {
   forget_loaded();
 }
 
-void Engine::visit_weights(const std::function<void(const TensorDesc&, const float*)>& fn) {
+void Engine::visit_weights(const WeightVisit& fn) {
   sync_state();
   for (size_t u = 0; u < host_.size(); ++u) {
     const auto& h = host_[u];
     if (h->on_nvme) {
       nvme_->with_state(int(u), /*write_back=*/false, [&](float* master, float*, float*) {
-        for (const auto& e : h->layout.entries) fn(e.desc, master + e.offset);
+        for (const auto& e : h->layout.entries) fn(e.desc, 0, e.numel, master + e.offset);
       });
       continue;
     }
     for (const auto& e : h->layout.entries) {
       if (h->on_device)
         with_host_part(*h, e, 0, /*read=*/true, /*write_back=*/false,
-                       [&](float* master) { fn(e.desc, master); });
+                       [&](float* master, int64_t begin, int64_t count) {
+                         fn(e.desc, begin, count, master);
+                       });
       else
-        fn(e.desc, h->master + e.offset);
+        fn(e.desc, 0, e.numel, h->master + e.offset);
     }
   }
 }

@@ -24,6 +24,10 @@ constexpr int64_t kUploadTile = int64_t(16) << 20;
 // in flight: the D2H of one piece overlaps the update of the previous ones.
 constexpr int64_t kGradPiece = int64_t(16) << 20;
 constexpr int kGradRingSlots = 4;
+// State copies (loading, saving, resuming a GPU-resident or NVMe tensor) in pieces of 16 Mi fp32
+// elements (64 MiB): a whole 8B embedding part would take 2 GiB of host memory at the run's
+// start, on top of the state, where the host peak is decided; a piece's D2H/H2D takes ~1 ms.
+constexpr int64_t kStatePiece = int64_t(16) << 20;
 // Without clipping, the plan holds the gradients of the head and the top layers (from the head
 // down) up to this share of the host-updated parameters. At small batch the CPU AdamW is the
 // step and idles through the forward and the head unless updates are left for them: the forward
@@ -311,6 +315,7 @@ EnginePlan make_plan(const PlanRequest& r) {
   // Host: state of every unit not on the device or on NVMe, gradients, checkpoints, batch
   // staging, the NVMe tier's slots.
   p.grad_piece = r.grad_piece > 0 ? r.grad_piece : std::min(kGradPiece, largest);
+  p.state_piece = r.state_piece > 0 ? r.state_piece : kStatePiece;
   p.grad_ring_slots = r.clipping ? 0 : kGradRingSlots;
   for (size_t k = 0; k < units.size(); ++k) {
     p.params += units[k].numel;
@@ -364,12 +369,13 @@ EnginePlan make_plan(const PlanRequest& r) {
                                           : uint64_t(r.devices) * uint64_t(L) * ckpt_bytes;
     if (p.ckpt_on_nvme) p.nvme_disk += NvmeCheckpoints::disk_bytes(L, ckpt_bytes);
     // Loading, saving or resuming copies a GPU-resident or NVMe tensor's master, m or v through
-    // the host, one part of one tensor at a time: counted so the host check covers them.
+    // the host, one piece of one part at a time: counted so the host check covers them.
     p.host.state_copy = 0;
     for (size_t k = 0; k < units.size(); ++k)
       if (p.on_device[k] || on_nvme[k])
         for (const UnitLayout::Entry& e : units[k].entries)
-          p.host.state_copy = std::max(p.host.state_copy, uint64_t(e.numel) * 4);
+          p.host.state_copy =
+              std::max(p.host.state_copy, uint64_t(std::min(e.numel, p.state_piece)) * 4);
     p.nvme_read_bytes = p.nvme_write_bytes = 0;
     for (size_t k = 1; k + 1 < units.size(); ++k)
       if (on_nvme[k]) {
@@ -498,7 +504,7 @@ std::string EnginePlan::describe() const {
   o << ", batch staging " << gib(host.staging);
   if (host.state_copy)
     o << ", while loading, saving or resuming " << gib(host.state_copy)
-      << " (one part of a GPU-resident or NVMe tensor)";
+      << " (a piece of a GPU-resident or NVMe tensor)";
   if (host.nvme_staging) o << ", NVMe staging " << gib(host.nvme_staging);
   if (nvme_disk) {
     o << "\n  NVMe: " << gib(nvme_disk) << " on disk —";

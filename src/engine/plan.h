@@ -51,6 +51,7 @@ struct PlanRequest {
   std::function<uint64_t(int64_t micro_tokens)> backend_scratch;
   bool clipping = false;  // exact global-norm clipping: every gradient held until the norm is known
   int64_t grad_piece = 0;  // elements per gradient D2H piece (ring slot); 0: the default
+  int64_t state_piece = 0;  // elements per piece of a state copy through the host; 0: the default
   DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;
   // Without clipping: how many host units keep a gradient buffer of their own on the host, from
   // the head down (the head, layer L-1, L-2, …); -1: the plan's choice (kHeldShare of the host
@@ -95,7 +96,7 @@ struct HostBytes {
   uint64_t grads = 0;         // gradients (compute dtype): the ring and the held units'
   uint64_t checkpoints = 0;   // layer inputs, L × T × C
   uint64_t staging = 0;       // batch staging
-  uint64_t state_copy = 0;    // loading, saving, resuming: one part of a GPU-resident tensor
+  uint64_t state_copy = 0;    // loading, saving, resuming: a piece of a GPU-resident tensor
   uint64_t nvme_staging = 0;  // the NVMe tier's pinned update and load slots
   uint64_t total() const {
     return state + grads + checkpoints + staging + state_copy + nvme_staging;
@@ -113,6 +114,9 @@ struct EnginePlan {
   // Gradients go D2H in pieces of grad_piece elements; without clipping through a ring of
   // grad_ring_slots pinned buffers (0 when clipping: each unit then has a host gradient).
   int64_t grad_piece = 0;
+  // Loading, saving and resuming copy a GPU-resident or NVMe tensor through the host in pieces
+  // of at most this many fp32 elements (host.state_copy).
+  int64_t state_piece = 0;
   int grad_ring_slots = 0;
   int64_t params = 0;
   // Per unit (unit_layouts order): its optimizer state lives on the device and is updated there.

@@ -287,12 +287,19 @@ std::vector<std::string> SafetensorsReader::names() const {
 
 void SafetensorsReader::release(const std::string& name) const {
   const TensorInfo& t = get(name);
-  if (t.bytes == 0) return;
+  release(name, 0, int64_t(t.bytes / std::max<size_t>(1, dtype_size(t.dtype))));
+}
+
+void SafetensorsReader::release(const std::string& name, int64_t begin, int64_t count) const {
+  const TensorInfo& t = get(name);
+  const size_t elem = dtype_size(t.dtype);
+  if (t.bytes == 0 || count <= 0) return;
   const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data) + t.bytes + page - 1) / page * page;
+  const uintptr_t data = reinterpret_cast<uintptr_t>(t.data) + uintptr_t(begin) * elem;
+  const uintptr_t first = data / page * page;
+  const uintptr_t end = (data + uintptr_t(count) * elem + page - 1) / page * page;
   // Advice only: a failure leaves the pages where they are, which is correct, just larger.
-  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
 }
 
 void SafetensorsReader::read_f32(const std::string& name, float* dst, size_t count) const {
@@ -300,15 +307,24 @@ void SafetensorsReader::read_f32(const std::string& name, float* dst, size_t cou
   const size_t n = t.bytes / dtype_size(t.dtype);
   SF_CHECK(n == count, t.file.string(), ": tensor '", name, "' has ", n,
            " elements, the caller expected ", count);
+  read_f32(name, 0, int64_t(n), dst);
+}
+
+void SafetensorsReader::read_f32(const std::string& name, int64_t begin, int64_t count,
+                                 float* dst) const {
+  const TensorInfo& t = get(name);
+  const int64_t n = int64_t(t.bytes / dtype_size(t.dtype));
+  SF_CHECK(begin >= 0 && count >= 0 && begin + count <= n, t.file.string(), ": tensor '", name,
+           "' has ", n, " elements, the caller asked for [", begin, ", ", begin + count, ")");
   // memcpy per element: the mapped data carries no alignment guarantee.
-  const auto* src = static_cast<const uint8_t*>(t.data);
+  const auto* src = static_cast<const uint8_t*>(t.data) + size_t(begin) * dtype_size(t.dtype);
   switch (t.dtype) {
     case DType::kF32:
-      if (n) std::memcpy(dst, src, n * 4);
+      if (count) std::memcpy(dst, src, size_t(count) * 4);
       return;
     case DType::kBF16:
     case DType::kF16:
-      for (size_t i = 0; i < n; ++i) {
+      for (int64_t i = 0; i < count; ++i) {
         uint16_t h;
         std::memcpy(&h, src + 2 * i, 2);
         dst[i] = t.dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);

@@ -37,11 +37,15 @@ class SafetensorsReader {
   std::vector<std::string> names() const;                // sorted
   // Copies a tensor into dst as F32 (from BF16, F16 or F32), checking the element count.
   void read_f32(const std::string& name, float* dst, size_t count) const;
+  // Elements [begin, begin + count) of it (within its element count).
+  void read_f32(const std::string& name, int64_t begin, int64_t count, float* dst) const;
   // Drops the tensor's pages from this process's memory once it has been read: a mapped page
   // counts in the process's RSS until unmapped, so reading a 16 GB checkpoint would otherwise
   // hold 16 GB beside the training state. The data stays valid (a later read faults it back in
   // from the page cache or the file); pages shared with a neighbouring tensor are dropped too.
   void release(const std::string& name) const;
+  // The pages of elements [begin, begin + count) alone (a tensor read piece by piece).
+  void release(const std::string& name, int64_t begin, int64_t count) const;
   // What the reader was opened on (for error messages that name the checkpoint).
   const std::filesystem::path& path() const { return path_; }
 
@@ -60,8 +64,10 @@ struct TensorToWrite {
   const float* data = nullptr;  // always given as F32; converted to the writer's dtype
   // Where `data` cannot stay valid until the write (a GPU-resident tensor copied to the host on
   // demand): called when the tensor's bytes are written, with a function to hand them to, valid
-  // during that call. Set either this or `data`.
-  std::function<void(const std::function<void(const float*)>&)> produce = nullptr;
+  // during that call: write(values, begin, count) for elements [begin, begin + count), in order,
+  // covering the tensor (pieces of any size). Set either this or `data`.
+  using Sink = std::function<void(const float* values, int64_t begin, int64_t count)>;
+  std::function<void(const Sink&)> produce = nullptr;
 };
 
 struct SafetensorsWriteOptions {

@@ -55,15 +55,20 @@ void write_shard(AtomicFile& out, const std::vector<const TensorToWrite*>& shard
   std::vector<uint16_t> buf;
   for (const TensorToWrite* t : sorted) {
     const uint64_t n = numel_of(*t);
-    auto write_data = [&](const float* data) {
+    uint64_t written = 0;  // elements: the pieces come in order and cover the tensor
+    auto write_data = [&](const float* data, int64_t begin, int64_t count) {
+      SF_CHECK(begin >= 0 && uint64_t(begin) == written && written + uint64_t(count) <= n,
+               "internal: tensor '", t->name, "' handed elements [", begin, ", ", begin + count,
+               ") after ", written, " of ", n);
+      written += uint64_t(count);
       if (dtype == DType::kF32) {
-        out.write(data, n * 4);
+        out.write(data, uint64_t(count) * 4);
         return;
       }
       constexpr uint64_t kChunk = 1 << 20;
-      buf.resize(std::min(n, kChunk));
-      for (uint64_t i = 0; i < n; i += kChunk) {
-        const uint64_t m = std::min(kChunk, n - i);
+      buf.resize(std::min(uint64_t(count), kChunk));
+      for (uint64_t i = 0; i < uint64_t(count); i += kChunk) {
+        const uint64_t m = std::min(kChunk, uint64_t(count) - i);
         for (uint64_t k = 0; k < m; ++k) buf[k] = f32_to_bf16(data[i + k]);
         out.write(buf.data(), m * 2);  // host is little-endian (x86-64, aarch64)
       }
@@ -71,7 +76,9 @@ void write_shard(AtomicFile& out, const std::vector<const TensorToWrite*>& shard
     if (t->produce)
       t->produce(write_data);
     else
-      write_data(t->data);
+      write_data(t->data, 0, int64_t(n));
+    SF_CHECK(written == n, "internal: tensor '", t->name, "' handed ", written, " of its ", n,
+             " elements");
   }
   out.finish();
 }

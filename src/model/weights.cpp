@@ -105,18 +105,28 @@ std::vector<TensorDesc> expected_tensors(const ModelSpec& spec) {
 }
 
 void load_tensor_f32(const SafetensorsReader& reader, const TensorDesc& desc, float* dst) {
+  load_tensor_f32(reader, desc, 0, numel(desc.shape), dst);
+}
+
+void load_tensor_f32(const SafetensorsReader& reader, const TensorDesc& desc, int64_t begin,
+                     int64_t count, float* dst) {
   SF_CHECK(desc.present, "load_tensor_f32: tensor '", desc.name,
            "' is not part of this model (present=false); this is a caller bug");
   check_shape(reader, desc);
   const TensorInfo& t = reader.get(desc.name);
   const int64_t n = numel(t.shape);
+  SF_CHECK(begin >= 0 && count >= 0 && begin + count <= n, "load_tensor_f32: elements [", begin,
+           ", ", begin + count, ") of tensor '", desc.name, "' (", n,
+           " elements); this is a caller bug");
   // Convert and scan in one pass per chunk, in parallel: an embedding is ~10^9 elements. Workers
   // must not throw, so each records the first bad index and the error is raised afterwards.
-  std::atomic<int64_t> first_bad{n};
-  ThreadPool::global().parallel_for(n, 1 << 18, [&](int64_t begin, int64_t end) {
-    convert_range(t, begin, end, dst);
-    for (int64_t i = begin; i < end; ++i) {
-      if (!std::isfinite(dst[i])) {
+  const int64_t end = begin + count;
+  std::atomic<int64_t> first_bad{end};
+  float* const at = dst - begin;  // convert_range indexes by element
+  ThreadPool::global().parallel_for(count, 1 << 18, [&](int64_t b, int64_t e) {
+    convert_range(t, begin + b, begin + e, at);
+    for (int64_t i = begin + b; i < begin + e; ++i) {
+      if (!std::isfinite(at[i])) {
         int64_t cur = first_bad.load();
         while (i < cur && !first_bad.compare_exchange_weak(cur, i)) {
         }
@@ -124,9 +134,10 @@ void load_tensor_f32(const SafetensorsReader& reader, const TensorDesc& desc, fl
       }
     }
   });
-  reader.release(desc.name);  // read once: its mapped pages need not stay in this process
+  // Read once: its mapped pages need not stay in this process.
+  reader.release(desc.name, begin, count);
   const int64_t bad = first_bad.load();
-  SF_CHECK(bad == n, "tensor '", desc.name, "' in ", t.file.string(), " holds ", dst[bad],
+  SF_CHECK(bad == end, "tensor '", desc.name, "' in ", t.file.string(), " holds ", at[bad],
            " at element ", bad, " (of ", n,
            "); the weights are corrupt or diverged: ", "re-download or re-export the checkpoint");
 }

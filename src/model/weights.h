@@ -26,6 +26,10 @@ std::vector<TensorDesc> expected_tensors(const ModelSpec& spec);
 // tensor, its file and the checkpoint, when it is missing, its shape differs from desc (config.json
 // disagrees with the weights), its dtype is not BF16/F16/F32, or any value is NaN/Inf.
 void load_tensor_f32(const SafetensorsReader& reader, const TensorDesc& desc, float* dst);
+// Elements [begin, begin + count) of it into dst (a tensor loaded piece by piece), with the same
+// checks; the piece's mapped pages are released after it.
+void load_tensor_f32(const SafetensorsReader& reader, const TensorDesc& desc, int64_t begin,
+                     int64_t count, float* dst);
 
 // Checks before anything is allocated that the checkpoint holds exactly what spec expects: every
 // tensor present with its shape, and nothing the model would silently ignore (apart from known

@@ -12,17 +12,16 @@ TensorToWrite state_to_write(const TensorState& t, const std::string& name, int 
     return w;
   }
   // GPU-resident or on NVMe: copied to the host when the writer reaches it, one tensor at a time.
-  w.produce = [fetch = t.fetch, which](const std::function<void(const float*)>& use) {
-    fetch(which, use);
-  };
+  w.produce = [fetch = t.fetch, which](const TensorToWrite::Sink& write) { fetch(which, write); };
   return w;
 }
 
 void load_model_weights(Engine& engine, const std::filesystem::path& model_dir) {
   SafetensorsReader reader(model_dir);
   check_checkpoint_tensors(reader, engine.spec());
-  engine.init_weights(
-      [&](const TensorDesc& desc, float* dst) { load_tensor_f32(reader, desc, dst); });
+  engine.init_weights([&](const TensorDesc& desc, int, int64_t begin, int64_t count, float* dst) {
+    load_tensor_f32(reader, desc, begin, count, dst);
+  });
 }
 
 void save_model_checkpoint(Engine& engine, const std::filesystem::path& out_dir,

@@ -190,12 +190,10 @@ int SignalGuard::pending() const { return int(g_signal); }
 
 void check_weights_usable(Engine& engine, int64_t step, float lr) {
   constexpr float kAbsurd = 1e6f;
-  engine.visit_weights([&](const TensorDesc& d, const float* w) {
-    int64_t n = 1;
-    for (int64_t s : d.shape) n *= s;
-    for (int64_t i = 0; i < n; ++i)
+  engine.visit_weights([&](const TensorDesc& d, int64_t begin, int64_t count, const float* w) {
+    for (int64_t i = 0; i < count; ++i)
       SF_CHECK(std::isfinite(w[i]) && std::fabs(w[i]) <= kAbsurd, "after step ", step,
-               " the weights are unusable: ", d.name, " element ", i, " is ", w[i],
+               " the weights are unusable: ", d.name, " element ", begin + i, " is ", w[i],
                std::isfinite(w[i]) ? " (beyond ±1e6)" : "",
                "; the run diverged, nothing was saved: lower learning_rate (it is ", lr,
                ") or check the data");

@@ -132,12 +132,13 @@ void load_training_tensors(Engine& engine, const fs::path& dir, int64_t steps) {
   for (const auto& n : reader.names())
     SF_CHECK(expected.count(n), reader.path().string(), ": tensor ", n,
              " is not part of this model: the checkpoint is of another model");
-  engine.load_state([&](const TensorDesc& desc, int part, float* dst) {
-    const char* suffix[3] = {".master", ".exp_avg", ".exp_avg_sq"};
-    size_t n = 1;
-    for (int64_t d : desc.shape) n *= size_t(d);
-    reader.read_f32(desc.name + suffix[part], dst, n);
-  });
+  engine.load_state(
+      [&](const TensorDesc& desc, int part, int64_t begin, int64_t count, float* dst) {
+        const std::string name = desc.name + (part == 0 ? ".master" : part == 1 ? ".exp_avg"
+                                                                                 : ".exp_avg_sq");
+        reader.read_f32(name, begin, count, dst);
+        reader.release(name, begin, count);  // read once
+      });
   engine.set_steps_done(steps);
 }
 

@@ -300,6 +300,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   startup.mark("other");
   log << "start-up: " << startup.total() << " s from launch to the first step (" << startup.text()
       << ")\n";
+  // The host peak of the start-up (state allocated, weights read) apart from the steps'.
+  const uint64_t startup_peak_rss = process_memory().peak_rss;
+  const bool steps_peak_apart = reset_peak_rss();
   for (int64_t s = start_step; s < plan.total_steps; ++s) {
     Batch b = batcher.next();
     const float lr = sched.lr_at(s);
@@ -353,8 +356,10 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     log << "memory: engine device buffer " << gib(engine.plan().device.engine());
     if (const uint64_t used = backend->device_memory().used)
       log << ", device in use (whole device) " << gib(used);
-    log << "; host peak RSS " << gib(pm.peak_rss) << " (planned " << gib(engine.plan().host.total())
-        << ")\n";
+    log << "; host peak RSS " << gib(std::max(pm.peak_rss, startup_peak_rss));
+    if (steps_peak_apart)
+      log << " (start-up " << gib(startup_peak_rss) << ", steps " << gib(pm.peak_rss) << ")";
+    log << " (planned " << gib(engine.plan().host.total()) << ")\n";
   }
   if (timed_steps > 0) {
     const double mean = timed_secs / double(timed_steps);

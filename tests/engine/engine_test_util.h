@@ -69,10 +69,12 @@ inline EngineOptions run_options(int window, float max_grad_norm) {
 // Every tensor's master weights (the first `prefix` values of each where prefix > 0).
 inline std::vector<std::vector<float>> all_weights(Engine& e, int64_t prefix = 0) {
   std::vector<std::vector<float>> out;
-  e.visit_weights([&](const TensorDesc& d, const float* p) {
+  e.visit_weights([&](const TensorDesc& d, int64_t begin, int64_t count, const float* p) {
     int64_t n = 1;
     for (int64_t x : d.shape) n *= x;
-    out.emplace_back(p, p + (prefix > 0 ? prefix : n));
+    if (begin == 0) out.emplace_back();
+    const int64_t keep = std::min(begin + count, prefix > 0 ? prefix : n) - begin;
+    if (keep > 0) out.back().insert(out.back().end(), p, p + keep);
   });
   return out;
 }

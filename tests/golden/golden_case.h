@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -46,6 +47,17 @@ inline std::vector<float> read_all(const SafetensorsReader& r, const std::string
   std::vector<float> v(n);
   r.read_f32(name, v.data(), n);
   return v;
+}
+
+// Every tensor's master weights, whole, by name (visit_weights hands them over in pieces).
+inline std::map<std::string, std::vector<float>> weights_by_name(Engine& engine) {
+  std::map<std::string, std::vector<float>> out;
+  engine.visit_weights([&](const TensorDesc& d, int64_t begin, int64_t count, const float* p) {
+    std::vector<float>& w = out[d.name];
+    EXPECT_EQ(int64_t(w.size()), begin) << d.name;
+    w.insert(w.end(), p, p + count);
+  });
+  return out;
 }
 
 struct Case {
