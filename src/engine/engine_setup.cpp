@@ -57,7 +57,7 @@ PlanRequest Engine::plan_request() {
   req.nvme_layers = opt_.nvme_layers;
   req.on_nvme = opt_.on_nvme;
   req.nvme_checkpoints = opt_.nvme_checkpoints;
-  if (req.nvme) req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
+  req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
   req.devices = 1 + int(opt_.data_parallel.size());
   req.ckpt_gpu_direct = opt_.nvme_gds;
   return req;

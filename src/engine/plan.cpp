@@ -328,6 +328,9 @@ EnginePlan make_plan(const PlanRequest& r) {
                    (uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 16);
   // The state and gradients with the bottom `n` layers' state on NVMe, the checkpoints there too
   // with `ckpt`.
+  // The held share asked for (-1: the plan's); dropped (0) where it alone keeps the plan from
+  // the host limit — it buys speed with 2 B/param, the fallbacks below cost more.
+  int held_units = r.held_units;
   auto place = [&](const std::vector<bool>& on_nvme, bool ckpt) {
     p.on_nvme = on_nvme;
     p.nvme_params = 0;
@@ -344,7 +347,7 @@ EnginePlan make_plan(const PlanRequest& r) {
     // asked for.
     const bool any_nvme = std::count(on_nvme.begin(), on_nvme.end(), true) > 0;
     p.held = choose_held(units, p.on_device, on_nvme, r.clipping,
-                         any_nvme && r.held_units < 0 ? 0 : r.held_units);
+                         any_nvme && held_units < 0 ? 0 : held_units);
     p.held_params = 0;
     p.host.grads =
         r.clipping ? 0 : uint64_t(p.grad_ring_slots) * UnitState::grad_bytes(p.grad_piece, r.dtype);
@@ -398,6 +401,13 @@ EnginePlan make_plan(const PlanRequest& r) {
   const auto fits_host = [&] {
     return r.host_limit == 0 || p.host.total() + host_margin(p.host.total()) <= r.host_limit;
   };
+  // Places as asked; where that does not fit the host, without the plan's held share first.
+  const auto place_fitting = [&](const std::vector<bool>& on_nvme, bool ckpt) {
+    place(on_nvme, ckpt);
+    if (fits_host() || r.held_units >= 0 || r.clipping || p.held_params == 0) return;
+    held_units = 0;
+    place(on_nvme, ckpt);
+  };
   if (!r.on_nvme.empty()) {
     SF_CHECK(r.on_nvme.size() == units.size(), "plan: on_nvme names ", r.on_nvme.size(),
              " units, the model has ", units.size());
@@ -405,10 +415,10 @@ EnginePlan make_plan(const PlanRequest& r) {
   } else if (r.nvme && r.nvme_layers >= 0) {
     SF_CHECK(r.nvme_layers <= L, "nvme_layers is ", r.nvme_layers, " but the model has ", L,
              " layers: use at most ", L, ", or -1 for the fewest the host memory needs");
-    place(bottom(r.nvme_layers), r.nvme_checkpoints > 0);
+    place_fitting(bottom(r.nvme_layers), r.nvme_checkpoints > 0);
     if (r.nvme_checkpoints < 0 && !fits_host()) place(bottom(r.nvme_layers), true);
   } else {
-    place(bottom(0), r.nvme_checkpoints > 0);
+    place_fitting(bottom(0), r.nvme_checkpoints > 0);
     // Where the host limit needs it: the checkpoints first (if not said), then the fewest layers
     // on NVMe; all of them where nothing fits (the host check then refuses, saying what is needed).
     if (r.nvme && r.host_limit > 0 && !fits_host()) {

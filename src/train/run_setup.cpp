@@ -81,8 +81,7 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
              "; use nvme_gds: auto or off");
     req.ckpt_gpu_direct = gds;
   }
-  if (req.nvme)
-    req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/true);
+  req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/true);
   req.device_optimizer = c.device_optimizer == "off"   ? DeviceOptimizer::kOff
                          : c.device_optimizer == "all" ? DeviceOptimizer::kAll
                                                        : DeviceOptimizer::kAuto;

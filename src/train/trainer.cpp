@@ -169,7 +169,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.gpu_budget = setup.plan.gpu_budget;
   opt.host_budget = c.host_memory;
   opt.on_device = setup.plan.on_device;
-  opt.held_units = int(c.held_gradients);
+  // The plan's held share, or none where it dropped it to fit the host.
+  opt.held_units = c.max_grad_norm == 0 && setup.plan.held_params == 0 ? 0 : int(c.held_gradients);
   opt.nvme_dir = c.nvme_dir.string();
   opt.on_nvme = setup.plan.on_nvme;
   opt.nvme_checkpoints = setup.plan.ckpt_on_nvme ? 1 : 0;

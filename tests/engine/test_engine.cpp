@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/host_check.h"
 #include "engine/micro_batch.h"
 #include "engine/plan.h"
 #include "engine_test_util.h"
@@ -208,6 +209,33 @@ TEST(Plan, HoldsTheHeadAndTheTopLayers) {
   p = make_plan(r);
   EXPECT_EQ(p.held, std::vector<bool>(n, true));
   EXPECT_GE(p.host.grads, uint64_t(p.params) * 4);
+}
+
+// Where the plan's own held share is all that keeps it from the host limit, it goes (a speed-up
+// for 2 B/param) rather than the run being refused or layers going to NVMe; a share asked for
+// stays, and the host check refuses it.
+TEST(Plan, DropsItsHeldShareBeforeTheHostLimitRefuses) {
+  PlanRequest r;
+  r.spec = load_model_spec(tiny_model("held_plan", "llama", false));
+  r.max_tokens = 64;
+  r.max_sequences = 4;
+  r.grad_piece = 1000;
+  r.held_units = -1;
+  const EnginePlan with = make_plan(r);
+  ASSERT_GT(with.held_params, 0);
+  r.held_units = 0;
+  const uint64_t without = make_plan(r).host.total();
+  ASSERT_LT(without, with.host.total());
+  r.held_units = -1;
+  r.host_limit = without + host_margin(without);  // fits without the share, not with it
+  const EnginePlan p = make_plan(r);
+  EXPECT_EQ(p.held_params, 0);
+  EXPECT_EQ(p.host.total(), without);
+  r.host_limit = with.host.total() + host_margin(with.host.total());  // room for it: kept
+  EXPECT_EQ(make_plan(r).held_params, with.held_params);
+  r.host_limit = without + host_margin(without);
+  r.held_units = 2;  // asked for: kept (check_host refuses the run)
+  EXPECT_GT(make_plan(r).held_params, 0);
 }
 
 // A GPU budget picks the largest micro-batch that fits; one too small for any plan names the

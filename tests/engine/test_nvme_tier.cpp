@@ -229,10 +229,11 @@ TEST(EngineNvme, PlanTakesTheFewestBottomLayersTheHostLimitNeeds) {
   EXPECT_GT(every.nvme_read_bytes, every.nvme_write_bytes);
   r.clipping = true;
   for (bool h : make_plan(r).held) EXPECT_TRUE(h);
-  // Auto: where the checkpoints on disk are enough, no layer's state goes there.
+  // Auto: where the checkpoints on disk are enough, no layer's state goes there. (No held share
+  // here: the plan's own would go first, Plan.DropsItsHeldShareBeforeTheHostLimitRefuses.)
   r.clipping = false;
   r.nvme_layers = -1;
-  r.held_units = -1;
+  r.held_units = 0;
   r.nvme_checkpoints = 1;
   r.host_limit = 0;
   const EnginePlan ckpt = make_plan(r);
