@@ -87,6 +87,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
       const NvmeBandwidth b = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
       m.nvme_read_gbps = b.read_gbps;
       m.nvme_write_gbps = b.write_gbps;
+      m.nvme_mixed_gbps = b.mixed_gbps;
       std::cout << "NVMe disk: " << describe(b, c.nvme_dir) << "\n";
     }
   }

@@ -30,6 +30,7 @@ struct MachineConstants {
   // The NVMe tier's disk (io/nvme_probe.h), where the run has one: measured in its directory or
   // given (plan --nvme-bandwidth); not part of the cached measurement.
   double nvme_read_gbps = 0, nvme_write_gbps = 0;
+  double nvme_mixed_gbps = 0;  // both at once (NvmeBandwidth::mixed_gbps); 0: not measured
 };
 
 // The key of a measurement: the backend's device, the layer's shape, M and the sample length.

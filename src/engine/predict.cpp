@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/unit_state.h"
+#include "io/nvme_probe.h"
 #include "model/layout.h"
 
 namespace sf {
@@ -220,8 +221,8 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
   if (plan.nvme_disk > 0) {
     SF_CHECK(m.nvme_read_gbps > 0 && m.nvme_write_gbps > 0,
              "predict: the plan has an NVMe tier but the disk's bandwidth is unknown");
-    p.disk_s = p.disk_read_bytes / (m.nvme_read_gbps * 1e9) +
-               p.disk_write_bytes / (m.nvme_write_gbps * 1e9);
+    p.disk_s = disk_seconds(p.disk_read_bytes, p.disk_write_bytes, m.nvme_read_gbps,
+                            m.nvme_write_gbps, m.nvme_mixed_gbps);
     // The disk streams beside the rest: the step is the longer of the two.
     p.step_s = std::max(p.step_s, p.disk_s);
   }

@@ -29,7 +29,8 @@ struct StepPrediction {
   double compute_s = 0, h2d_s = 0, d2h_s = 0, adam_s = 0;
   double h2d_bytes = 0, d2h_bytes = 0;
   // The NVMe tier: bytes read and written per step, and their time at the disk's rates (one
-  // disk: reads and writes take turns). The step is at least that: the disk floor.
+  // disk: reads and writes one after the other, or together at its mixed rate where that was
+  // measured and is faster: disk_seconds). The step is at least that: the disk floor.
   double disk_read_bytes = 0, disk_write_bytes = 0, disk_s = 0;
   double host_params = 0;  // updated by the CPU AdamW
   std::string bound;       // what the step waits on most

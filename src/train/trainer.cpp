@@ -198,8 +198,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   std::optional<NvmeBandwidth> disk;
   if (engine.plan().nvme_disk > 0) {
     disk = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
-    const double floor = engine.plan().nvme_read_bytes / (disk->read_gbps * 1e9) +
-                         engine.plan().nvme_write_bytes / (disk->write_gbps * 1e9);
+    const double floor = disk->seconds(engine.plan().nvme_read_bytes, engine.plan().nvme_write_bytes);
     log << "NVMe disk: " << describe(*disk, c.nvme_dir) << "; the disk floor of a step is " << floor
         << " s (" << engine.plan().nvme_read_bytes * 1e-9 << " GB read + "
         << engine.plan().nvme_write_bytes * 1e-9 << " GB written)\n";
@@ -215,6 +214,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
       if (disk) {
         mc->nvme_read_gbps = disk->read_gbps;
         mc->nvme_write_gbps = disk->write_gbps;
+        mc->nvme_mixed_gbps = disk->mixed_gbps;
       }
       predicted = predict_step(engine.plan(), spec, *mc, req.max_tokens, c.max_grad_norm > 0);
       log << predicted->describe(req.max_tokens) << " (" << describe(*mc) << ")\n";
@@ -380,7 +380,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
           << " requests in flight at most)";
       if (disk)
         log << "; at the rates measured at start they take "
-            << (rd / (disk->read_gbps * 1e9) + wr / (disk->write_gbps * 1e9)) / double(timed_steps)
+            << disk->seconds(rd, wr) / double(timed_steps)
             << " s a step";
       log << "\n";
     }

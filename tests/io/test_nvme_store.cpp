@@ -178,6 +178,7 @@ TEST(NvmeProbe, MeasuresPositiveReadAndWriteRatesAndLeavesNothing) {
   const NvmeBandwidth b = measure_nvme(dir, 32 << 20, 4, 1 << 20);
   EXPECT_GT(b.write_gbps, 0.0);
   EXPECT_GT(b.read_gbps, 0.0);
+  EXPECT_GT(b.mixed_gbps, 0.0);
   EXPECT_EQ(b.bytes, uint64_t(32) << 20);
   EXPECT_EQ(b.queue_depth, 4);
   EXPECT_EQ(b.request_bytes, uint64_t(1) << 20);
@@ -185,6 +186,19 @@ TEST(NvmeProbe, MeasuresPositiveReadAndWriteRatesAndLeavesNothing) {
   EXPECT_EQ(entries(dir), 0u);
   EXPECT_THROW(measure_nvme(dir, 0, 4), Error);
   fs::remove_all(dir);
+}
+
+// The disk floor: reads and writes one after the other at their rates, or together at the mixed
+// rate where that is faster; without a mixed rate, apart.
+TEST(NvmeProbe, TheDiskFloorTakesTheFasterOfApartAndTogether) {
+  EXPECT_DOUBLE_EQ(disk_seconds(4e9, 2e9, 2, 1, 0), 4.0);    // 2 s + 2 s
+  EXPECT_DOUBLE_EQ(disk_seconds(4e9, 2e9, 2, 1, 3), 2.0);    // 6 GB at 3 GB/s
+  EXPECT_DOUBLE_EQ(disk_seconds(4e9, 2e9, 2, 1, 1), 4.0);    // together slower: apart
+  NvmeBandwidth b;
+  b.read_gbps = 2;
+  b.write_gbps = 1;
+  b.mixed_gbps = 3;
+  EXPECT_DOUBLE_EQ(b.seconds(4e9, 2e9), 2.0);
 }
 
 }  // namespace
