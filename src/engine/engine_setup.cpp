@@ -322,6 +322,16 @@ void Engine::forget_loaded() {
   for (auto& r : replicas_) r->forget_loaded();
 }
 
+namespace {
+
+// fn(begin, count) over [0, numel) in consecutive pieces of at most `piece` elements.
+template <typename Fn>
+void for_each_piece(int64_t numel, int64_t piece, Fn&& fn) {
+  for (int64_t begin = 0; begin < numel; begin += piece) fn(begin, std::min(piece, numel - begin));
+}
+
+}  // namespace
+
 // A GPU-resident unit's tensors go through host memory one at a time (plan: host.state_copy).
 void Engine::with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool write_back,
                             const std::function<void(float*, float*, float*)>& fn) {
@@ -340,21 +350,19 @@ void Engine::with_host_copy(const UnitState& h, const UnitLayout::Entry& e, bool
 void Engine::with_host_part(const UnitState& h, const UnitLayout::Entry& e, int part, bool read,
                             bool write_back,
                             const std::function<void(float*, int64_t, int64_t)>& fn) {
-  const int64_t piece = std::min(e.numel, plan_.state_piece);
-  std::vector<float> buf(static_cast<size_t>(piece));
+  std::vector<float> buf(static_cast<size_t>(std::min(e.numel, plan_.state_piece)));
   float* dev = (part == 0 ? h.master : part == 1 ? h.m : h.v) + e.offset;
-  for (int64_t begin = 0; begin < e.numel; begin += piece) {
-    const int64_t n = std::min(piece, e.numel - begin);
+  for_each_piece(e.numel, plan_.state_piece, [&](int64_t begin, int64_t n) {
     const size_t bytes = size_t(n) * 4;
     if (read) {
       be_.copy(buf.data(), dev + begin, bytes, *compute_);
       be_.synchronize(*compute_);
     }
     fn(buf.data(), begin, n);
-    if (!write_back) continue;
+    if (!write_back) return;
     be_.copy(dev + begin, buf.data(), bytes, *compute_);
     be_.synchronize(*compute_);  // buf is filled again next
-  }
+  });
 }
 
 void Engine::init_weights(const StateFill& fill) {
@@ -399,13 +407,11 @@ TensorState::Fetch Engine::fetcher(size_t u, const UnitLayout::Entry* e) {
   if (h->on_nvme)
     return [this, tier = nvme_.get(), u, e](int part, const TensorState::Use& use) {
       // Piece by piece, read back from the disk (plan: host.state_copy).
-      const int64_t piece = std::min(e->numel, plan_.state_piece);
-      std::vector<float> buf(static_cast<size_t>(piece));
-      for (int64_t begin = 0; begin < e->numel; begin += piece) {
-        const int64_t n = std::min(piece, e->numel - begin);
+      std::vector<float> buf(static_cast<size_t>(std::min(e->numel, plan_.state_piece)));
+      for_each_piece(e->numel, plan_.state_piece, [&](int64_t begin, int64_t n) {
         tier->read_part(int(u), part, e->offset + begin, n, buf.data());
         use(buf.data(), begin, n);
-      }
+      });
     };
   return {};
 }

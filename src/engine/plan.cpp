@@ -326,11 +326,11 @@ EnginePlan make_plan(const PlanRequest& r) {
   // weights a device update left non-finite (the GPU-resident units' values read back).
   p.host.staging = uint64_t(r.devices) *
                    (uint64_t(batch_ints(T, r.max_sequences)) * 4 + 256 + units.size() * 16);
-  // The state and gradients with the bottom `n` layers' state on NVMe, the checkpoints there too
-  // with `ckpt`.
   // The held share asked for (-1: the plan's); dropped (0) where it alone keeps the plan from
   // the host limit — it buys speed with 2 B/param, the fallbacks below cost more.
   int held_units = r.held_units;
+  // The state and gradients with the bottom `n` layers' state on NVMe, the checkpoints there too
+  // with `ckpt`.
   auto place = [&](const std::vector<bool>& on_nvme, bool ckpt) {
     p.on_nvme = on_nvme;
     p.nvme_params = 0;
