@@ -92,15 +92,15 @@ void Engine::upload_unit(int unit, void* device_params) {
     tspan(TraceTrack::kH2D, "cast " + unit_name(unit) + " (GPU-resident)", t, *h2d_);
     return;
   }
-  // An NVMe unit's master comes from a load slot, held until its copies are done.
-  const float* master = h.on_nvme ? nvme_->acquire_master(unit) : h.master;
+  // A master on NVMe comes from a load slot, held until its copies are done.
+  const float* master = h.master_on_nvme ? nvme_->acquire_master(unit) : h.master;
   for (int64_t off = 0; off < n; off += tile) {
     const int64_t k = std::min(tile, n - off);
     be_.copy(parts_.upload, master + off, size_t(k) * 4, *h2d_);
     be_.convert(Tensor(static_cast<char*>(device_params) + size_t(off) * dsz, dt_, {k}),
                 Tensor(parts_.upload, DType::kF32, {k}), *h2d_);
   }
-  if (h.on_nvme) {
+  if (h.master_on_nvme) {
     NvmeTier* tier = nvme_.get();
     be_.host_callback(*h2d_, [tier, unit] { tier->release_master(unit); });
   }
@@ -268,7 +268,8 @@ void Engine::load_layer(int layer) {
 }
 
 void Engine::prefetch_nvme(int layer) {
-  if (!nvme_ || layer < 0 || layer >= int(spec_.layers) || !host_[size_t(1 + layer)]->on_nvme)
+  if (!nvme_ || layer < 0 || layer >= int(spec_.layers) ||
+      !host_[size_t(1 + layer)]->master_on_nvme)
     return;
   const Slot& s = slot_of(layer);
   if (s.layer == layer && s.version == want_version_) return;  // cached: no load

@@ -60,10 +60,12 @@ struct EngineOptions {
   std::vector<bool> on_device;  // non-empty: exactly these units there (PlanRequest::on_device)
   int held_units = -1;  // without clipping, units whose gradient is held (PlanRequest::held_units)
   // The NVMe tier: a directory for its scratch file (empty: none), and which units go there —
-  // on_nvme exactly (a plan made earlier), else nvme_layers (-1: what host_budget needs).
+  // on_nvme and master_on_nvme exactly (a plan made earlier), else nvme_layers and nvme_masters
+  // (PlanRequest's; -1: what host_budget needs).
   std::string nvme_dir;
-  std::vector<bool> on_nvme;
+  std::vector<bool> on_nvme, master_on_nvme;
   int nvme_layers = -1;
+  int nvme_masters = -1;
   int nvme_checkpoints = -1;  // the activation checkpoints there: 1, 0, -1 (PlanRequest's)
   bool nvme_gds = false;      // their slots on the device, through GPUDirect Storage
   // Data parallel: the backends of devices 1 … N-1 (this engine's is device 0) and the reduction

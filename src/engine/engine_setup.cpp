@@ -56,6 +56,8 @@ PlanRequest Engine::plan_request() {
   req.nvme = !opt_.nvme_dir.empty();
   req.nvme_layers = opt_.nvme_layers;
   req.on_nvme = opt_.on_nvme;
+  req.nvme_masters = opt_.nvme_masters;
+  req.master_on_nvme = opt_.master_on_nvme;
   req.nvme_checkpoints = opt_.nvme_checkpoints;
   req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
   req.devices = 1 + int(opt_.data_parallel.size());
@@ -98,9 +100,12 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
       UnitState& h = *host_[u];
       h.on_device = plan_.on_device[u];
       h.on_nvme = plan_.on_nvme[u];
+      h.master_on_nvme = plan_.master_on_nvme[u];
       const int64_t n = h.layout.numel;
-      const size_t bytes = (h.on_device || h.on_nvme ? 0 : UnitState::state_bytes(n)) +
-                           (plan_.held[u] ? UnitState::grad_bytes(n, dt_) : 0);
+      const size_t state = h.on_device || h.master_on_nvme ? 0
+                           : h.on_nvme                     ? UnitState::master_bytes(n)
+                                                           : UnitState::state_bytes(n);
+      const size_t bytes = state + (plan_.held[u] ? UnitState::grad_bytes(n, dt_) : 0);
       if (bytes == 0) continue;
       host_units.push_back(u);
       sizes.push_back(bytes);
@@ -111,11 +116,12 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     for (size_t k = 0; k < host_units.size(); ++k) {
       UnitState& h = *host_[host_units[k]];
       char* base = static_cast<char*>(bufs[k].data());
-      if (h.on_nvme) {  // its gradient alone (held for clipping); the state is the tier's
+      if (h.master_on_nvme) {  // its gradient alone (held for clipping); the state is the tier's
         h.grad = base;
-      } else {
-        h.carve(base, plan_.held[host_units[k]] ? base + UnitState::state_bytes(h.layout.numel)
-                                                : nullptr);
+      } else {  // with m and v on the disk, its master alone
+        const size_t state = h.on_nvme ? UnitState::master_bytes(h.layout.numel)
+                                       : UnitState::state_bytes(h.layout.numel);
+        h.carve(base, plan_.held[host_units[k]] ? base + state : nullptr, h.on_nvme);
       }
       host_state_.push_back(std::move(bufs[k]));
     }
@@ -227,12 +233,14 @@ void Engine::setup_host_side(const PlanRequest& req) {
     // or, clipping, the forward's (the updates wait for the norm and run from the bottom up).
     std::vector<int> order;
     std::vector<UnitLayout> layouts;
+    std::vector<float*> host_master;  // where an NVMe unit's master stays in host memory
     for (size_t u = 0; u < host_.size(); ++u) {
       layouts.push_back(host_[u]->layout);
+      host_master.push_back(host_[u]->master_on_nvme ? nullptr : host_[u]->master);
       if (plan_.on_nvme[u]) order.push_back(int(u));
     }
     if (!req.clipping) std::reverse(order.begin(), order.end());
-    nvme_ = std::make_unique<NvmeTier>(be_, opt_.nvme_dir, layouts, plan_.on_nvme,
+    nvme_ = std::make_unique<NvmeTier>(be_, opt_.nvme_dir, layouts, plan_.on_nvme, host_master,
                                        plan_.nvme_update_slots, plan_.nvme_load_slots, order);
   }
   if (plan_.ckpt_on_nvme)
@@ -493,7 +501,7 @@ void Engine::visit_weights(const WeightVisit& fn) {
   sync_state();
   for (size_t u = 0; u < host_.size(); ++u) {
     const auto& h = host_[u];
-    if (h->on_nvme) {
+    if (h->master_on_nvme) {
       nvme_->with_state(int(u), /*write_back=*/false, [&](float* master, float*, float*) {
         for (const auto& e : h->layout.entries) fn(e.desc, 0, e.numel, master + e.offset);
       });

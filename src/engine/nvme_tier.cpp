@@ -17,18 +17,22 @@ constexpr uint64_t kAlign = NvmeStore::kAlignment;
 uint64_t round_up(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 uint64_t part_bytes(int64_t numel) { return round_up(uint64_t(numel) * 4); }
 
-uint64_t largest_part(const std::vector<UnitLayout>& layouts, const std::vector<bool>& on_nvme) {
-  uint64_t most = 0;
-  for (size_t u = 0; u < layouts.size(); ++u)
-    if (u < on_nvme.size() && on_nvme[u]) most = std::max(most, part_bytes(layouts[u].numel));
-  return most;
+// Of the state parts (master, m, v), how many unit u keeps on the disk: 0, 2 (m, v) or 3.
+int disk_parts(const std::vector<bool>& on_nvme, const std::vector<bool>& master_on_nvme,
+               size_t u) {
+  if (u >= on_nvme.size() || !on_nvme[u]) return 0;
+  return u < master_on_nvme.size() && master_on_nvme[u] ? 3 : 2;
 }
 
 }  // namespace
 
 struct NvmeTier::Part {
   NvmeRegion region;
-  uint64_t bytes = 0;  // one of master, m, v, rounded to 4 KiB (0: not on NVMe)
+  uint64_t bytes = 0;            // one of master, m, v, rounded to 4 KiB (0: not on NVMe)
+  float* host_master = nullptr;  // the master where it stays in host memory ([m | v] on disk)
+  // Where part `which` (0 master, 1 m, 2 v) lies in the region and in a slot holding it.
+  uint64_t at(int which) const { return uint64_t(which - (host_master ? 1 : 0)) * bytes; }
+  uint64_t state_bytes() const { return (host_master ? 2 : 3) * bytes; }
 };
 
 struct NvmeTier::Slot {
@@ -44,50 +48,81 @@ struct NvmeTier::Slot {
   uint64_t used = 0;
 };
 
+namespace {
+
+// The largest state on disk of one unit (an update slot) and the largest master there (a load
+// slot).
+struct Largest {
+  uint64_t state = 0, master = 0;
+};
+Largest largest(const std::vector<UnitLayout>& layouts, const std::vector<bool>& on_nvme,
+                const std::vector<bool>& master_on_nvme) {
+  Largest l;
+  for (size_t u = 0; u < layouts.size(); ++u) {
+    const int parts = disk_parts(on_nvme, master_on_nvme, u);
+    const uint64_t part = part_bytes(layouts[u].numel);
+    l.state = std::max(l.state, uint64_t(parts) * part);
+    if (parts == 3) l.master = std::max(l.master, part);
+  }
+  return l;
+}
+
+}  // namespace
+
 uint64_t NvmeTier::staging_bytes(const std::vector<UnitLayout>& layouts,
-                                 const std::vector<bool>& on_nvme, int update_slots,
+                                 const std::vector<bool>& on_nvme,
+                                 const std::vector<bool>& master_on_nvme, int update_slots,
                                  int load_slots) {
-  const uint64_t part = largest_part(layouts, on_nvme);
-  if (part == 0) return 0;
-  return uint64_t(update_slots) * 3 * part + uint64_t(load_slots) * part + kAlign;
+  const Largest l = largest(layouts, on_nvme, master_on_nvme);
+  if (l.state == 0) return 0;
+  return uint64_t(update_slots) * l.state + uint64_t(load_slots) * l.master + kAlign;
 }
 
 uint64_t NvmeTier::disk_bytes(const std::vector<UnitLayout>& layouts,
-                              const std::vector<bool>& on_nvme) {
+                              const std::vector<bool>& on_nvme,
+                              const std::vector<bool>& master_on_nvme) {
   uint64_t total = 0;
   for (size_t u = 0; u < layouts.size(); ++u)
-    if (u < on_nvme.size() && on_nvme[u]) total += 3 * part_bytes(layouts[u].numel);
+    total += uint64_t(disk_parts(on_nvme, master_on_nvme, u)) * part_bytes(layouts[u].numel);
   return total;
 }
 
 NvmeTier::NvmeTier(Backend& be, const std::filesystem::path& dir,
                    const std::vector<UnitLayout>& layouts, const std::vector<bool>& on_nvme,
-                   int update_slots, int load_slots, std::vector<int> update_order)
+                   const std::vector<float*>& host_master, int update_slots, int load_slots,
+                   std::vector<int> update_order)
     : order_(std::move(update_order)), version_(layouts.size(), 0) {
-  SF_CHECK(update_slots >= 1 && load_slots >= 1, "NVMe tier: ", update_slots, " update and ",
-           load_slots, " load slots; at least one of each is needed");
-  const uint64_t part = largest_part(layouts, on_nvme);
-  SF_CHECK(part > 0, "NVMe tier: no unit is on NVMe");
+  std::vector<bool> master_on_nvme(layouts.size(), false);
+  for (size_t u = 0; u < layouts.size(); ++u)
+    master_on_nvme[u] = u < on_nvme.size() && on_nvme[u] &&
+                        (u >= host_master.size() || host_master[u] == nullptr);
+  const Largest l = largest(layouts, on_nvme, master_on_nvme);
+  SF_CHECK(l.state > 0, "NVMe tier: no unit is on NVMe");
+  SF_CHECK(update_slots >= 1 && (load_slots >= 1 || l.master == 0), "NVMe tier: ", update_slots,
+           " update and ", load_slots, " load slots; at least one update slot is needed, and a ",
+           "load slot where a master is on the disk");
   staging_ = be.alloc(MemoryKind::kPinnedHost,
-                      staging_bytes(layouts, on_nvme, update_slots, load_slots),
+                      staging_bytes(layouts, on_nvme, master_on_nvme, update_slots, load_slots),
                       "NVMe staging (update and load slots)");
   char* p = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(staging_.data())));
   update_.resize(size_t(update_slots));
   for (Slot& s : update_) {
     s.buf = p;
-    p += 3 * part;
+    p += l.state;
   }
-  load_.resize(size_t(load_slots));
+  load_.resize(size_t(l.master > 0 ? load_slots : 0));
   for (Slot& s : load_) {
     s.buf = p;
-    p += part;
+    p += l.master;
   }
   store_ = std::make_unique<NvmeStore>(dir);
   parts_.resize(layouts.size());
   for (size_t u = 0; u < layouts.size(); ++u) {
     if (u >= on_nvme.size() || !on_nvme[u]) continue;
-    parts_[u].bytes = part_bytes(layouts[u].numel);
-    parts_[u].region = store_->alloc(3 * parts_[u].bytes);  // a full disk is refused here
+    Part& part = parts_[u];
+    part.bytes = part_bytes(layouts[u].numel);
+    part.host_master = master_on_nvme[u] ? nullptr : host_master[u];
+    part.region = store_->alloc(part.state_bytes());  // a full disk is refused here
   }
 }
 
@@ -160,11 +195,12 @@ void NvmeTier::read_state_into(Slot& s, int u) {
   s.io = true;
   s.writing = false;
   s.used = ++clock_;
-  s.ticket = store_->read(p.region, 0, s.buf, 3 * p.bytes);
+  s.ticket = store_->read(p.region, 0, s.buf, p.state_bytes());
 }
 
 void NvmeTier::read_master_into(Slot& s, int u) {
   const Part& p = parts_[size_t(u)];
+  SF_CHECK(!p.host_master, "internal: unit ", u, "'s master is in host memory, not on NVMe");
   s.unit = u;
   s.version = version_[size_t(u)];
   s.io = true;
@@ -197,10 +233,10 @@ void NvmeTier::acquire_state(UnitState& h, int u) {
     s->pins = 0;
     throw;
   }
-  const uint64_t part = parts_[size_t(u)].bytes;
-  h.master = reinterpret_cast<float*>(s->buf);
-  h.m = reinterpret_cast<float*>(s->buf + part);
-  h.v = reinterpret_cast<float*>(s->buf + 2 * part);
+  const Part& p = parts_[size_t(u)];
+  h.master = p.host_master ? p.host_master : reinterpret_cast<float*>(s->buf + p.at(0));
+  h.m = reinterpret_cast<float*>(s->buf + p.at(1));
+  h.v = reinterpret_cast<float*>(s->buf + p.at(2));
   for (size_t k = 1; k < ahead.size(); ++k) {
     if (ahead[k] == u || find(update_, ahead[k])) continue;
     Slot* f = take(lk, update_, /*block=*/false, ahead);
@@ -219,16 +255,19 @@ void NvmeTier::release_state(UnitState& h, int u) {
     s->io = true;
     s->writing = true;
     s->used = ++clock_;
-    s->ticket = store_->write(p.region, 0, s->buf, 3 * p.bytes);
+    s->ticket = store_->write(p.region, 0, s->buf, p.state_bytes());
     s->pins = 0;
   }
   cv_.notify_all();
-  h.master = h.m = h.v = nullptr;
+  const Part& p = parts_[size_t(u)];
+  h.master = p.host_master;  // null where it is on the disk: only in a slot while updated
+  h.m = h.v = nullptr;
 }
 
 const float* NvmeTier::acquire_master(int u) {
   std::unique_lock lk(mu_);
-  SF_CHECK(parts_[size_t(u)].bytes > 0, "internal: unit ", u, " is not on NVMe");
+  SF_CHECK(parts_[size_t(u)].bytes > 0 && !parts_[size_t(u)].host_master, "internal: unit ", u,
+           "'s master is not on NVMe");
   for (;;) {
     throw_if_broken();
     Slot* s = find(load_, u);
@@ -276,7 +315,7 @@ void NvmeTier::release_master(int u) {
 
 void NvmeTier::prefetch_master(int u) {
   std::unique_lock lk(mu_);
-  if (!error_.empty() || parts_[size_t(u)].bytes == 0) return;
+  if (!error_.empty() || parts_[size_t(u)].bytes == 0 || parts_[size_t(u)].host_master) return;
   if (Slot* s = find(load_, u); s && s->version == version_[size_t(u)]) return;
   if (find(load_, u)) return;  // an older read not yet dropped: acquire_master deals with it
   // Being updated or written back: its bytes on disk are about to change.
@@ -313,10 +352,10 @@ void NvmeTier::with_state(int u, bool write_back,
     throw;
   }
   lk.unlock();
-  const uint64_t part = parts_[size_t(u)].bytes;
-  auto* base = reinterpret_cast<float*>(s.buf);
+  const Part& p = parts_[size_t(u)];
   try {
-    fn(base, base + part / 4, base + 2 * part / 4);
+    fn(p.host_master ? p.host_master : reinterpret_cast<float*>(s.buf + p.at(0)),
+       reinterpret_cast<float*>(s.buf + p.at(1)), reinterpret_cast<float*>(s.buf + p.at(2)));
   } catch (...) {
     lk.lock();
     s.pins = 0;
@@ -328,7 +367,7 @@ void NvmeTier::with_state(int u, bool write_back,
     ++version_[size_t(u)];
     s.io = true;
     s.writing = true;
-    s.ticket = store_->write(parts_[size_t(u)].region, 0, s.buf, 3 * part);
+    s.ticket = store_->write(p.region, 0, s.buf, p.state_bytes());
   }
   s.pins = 0;
   settle(lk, s);
@@ -340,6 +379,10 @@ void NvmeTier::read_part(int u, int which, int64_t offset, int64_t count, float*
   SF_CHECK(p.bytes > 0 && which >= 0 && which < 3 && offset >= 0 &&
                uint64_t(offset + count) * 4 <= p.bytes,
            "internal: NVMe read_part out of range");
+  if (which == 0 && p.host_master) {  // not on the disk; the caller has settled the updates
+    std::memcpy(dst, p.host_master + offset, size_t(count) * 4);
+    return;
+  }
   {
     std::unique_lock lk(mu_);
     throw_if_broken();
@@ -347,7 +390,7 @@ void NvmeTier::read_part(int u, int which, int64_t offset, int64_t count, float*
   }
   // O_DIRECT: the aligned range around it, into a buffer of its own (the tensor's size: the
   // plan's host.state_copy).
-  const uint64_t begin = uint64_t(which) * p.bytes + uint64_t(offset) * 4;
+  const uint64_t begin = p.at(which) + uint64_t(offset) * 4;
   const uint64_t first = begin / kAlign * kAlign;
   const uint64_t end = round_up(begin + uint64_t(count) * 4);
   std::unique_ptr<char, void (*)(void*)> buf(

@@ -329,16 +329,21 @@ EnginePlan make_plan(const PlanRequest& r) {
   // The held share asked for (-1: the plan's); dropped (0) where it alone keeps the plan from
   // the host limit — it buys speed with 2 B/param, the fallbacks below cost more.
   int held_units = r.held_units;
-  // The state and gradients with the bottom `n` layers' state on NVMe, the checkpoints there too
-  // with `ckpt`.
-  auto place = [&](const std::vector<bool>& on_nvme, bool ckpt) {
+  // The state and gradients with the m and v of the units `on_nvme` on NVMe and the master of
+  // `masters` (of those) too, the checkpoints there too with `ckpt`.
+  auto place = [&](const std::vector<bool>& on_nvme, const std::vector<bool>& masters, bool ckpt) {
     p.on_nvme = on_nvme;
-    p.nvme_params = 0;
+    p.master_on_nvme.assign(units.size(), false);
+    p.nvme_params = p.nvme_master_params = 0;
     p.host.state = 0;
     for (size_t k = 0; k < units.size(); ++k) {
       if (p.on_device[k]) continue;
-      if (on_nvme[k])
-        p.nvme_params += units[k].numel;
+      p.master_on_nvme[k] = on_nvme[k] && masters[k];
+      if (on_nvme[k]) p.nvme_params += units[k].numel;
+      if (p.master_on_nvme[k])
+        p.nvme_master_params += units[k].numel;
+      else if (on_nvme[k])
+        p.host.state += UnitState::master_bytes(units[k].numel);
       else
         p.host.state += UnitState::state_bytes(units[k].numel);
     }
@@ -357,11 +362,12 @@ EnginePlan make_plan(const PlanRequest& r) {
         p.host.grads += UnitState::grad_bytes(units[k].numel, r.dtype);
       }
     const int nvme_units = int(std::count(on_nvme.begin(), on_nvme.end(), true));
+    const int master_units = int(std::count(p.master_on_nvme.begin(), p.master_on_nvme.end(), true));
     p.nvme_update_slots = std::min(kNvmeUpdateSlots, nvme_units);
-    p.nvme_load_slots = std::min(p.window + 1, nvme_units);
-    p.host.nvme_staging =
-        NvmeTier::staging_bytes(units, on_nvme, p.nvme_update_slots, p.nvme_load_slots);
-    p.nvme_disk = NvmeTier::disk_bytes(units, on_nvme);
+    p.nvme_load_slots = std::min(p.window + 1, master_units);
+    p.host.nvme_staging = NvmeTier::staging_bytes(units, on_nvme, p.master_on_nvme,
+                                                  p.nvme_update_slots, p.nvme_load_slots);
+    p.nvme_disk = NvmeTier::disk_bytes(units, on_nvme, p.master_on_nvme);
     p.ckpt_on_nvme = ckpt && L > 0;
     p.ckpt_slots = p.ckpt_on_nvme ? std::min(kNvmeCheckpointSlots, L) : 0;
     p.ckpt_gds = p.ckpt_on_nvme && r.ckpt_gpu_direct;
@@ -380,13 +386,17 @@ EnginePlan make_plan(const PlanRequest& r) {
           p.host.state_copy =
               std::max(p.host.state_copy, uint64_t(std::min(e.numel, p.state_piece)) * 4);
     p.nvme_read_bytes = p.nvme_write_bytes = 0;
-    for (size_t k = 1; k + 1 < units.size(); ++k)
-      if (on_nvme[k]) {
-        const double n = double(units[k].numel);
+    for (size_t k = 1; k + 1 < units.size(); ++k) {
+      const double n = double(units[k].numel);
+      if (p.master_on_nvme[k]) {
         const bool reloaded = int(k) - 1 < L - p.window;  // not still cached for the backward
         p.nvme_read_bytes += (reloaded ? 8.0 : 4.0) * n + 12.0 * n;
         p.nvme_write_bytes += 12.0 * n;
+      } else if (on_nvme[k]) {
+        p.nvme_read_bytes += 8.0 * n;
+        p.nvme_write_bytes += 8.0 * n;
       }
+    }
     if (p.ckpt_on_nvme) {  // every layer's input written; read back but for the last slots' worth
       p.nvme_write_bytes += double(L) * double(ckpt_bytes);
       p.nvme_read_bytes += double(std::max(0, L - p.ckpt_slots)) * double(ckpt_bytes);
@@ -402,31 +412,56 @@ EnginePlan make_plan(const PlanRequest& r) {
     return r.host_limit == 0 || p.host.total() + host_margin(p.host.total()) <= r.host_limit;
   };
   // Places as asked; where that does not fit the host, without the plan's held share first.
-  const auto place_fitting = [&](const std::vector<bool>& on_nvme, bool ckpt) {
-    place(on_nvme, ckpt);
+  const auto place_fitting = [&](const std::vector<bool>& on_nvme,
+                                 const std::vector<bool>& masters, bool ckpt) {
+    place(on_nvme, masters, ckpt);
     if (fits_host() || r.held_units >= 0 || r.clipping || p.held_params == 0) return;
     held_units = 0;
-    place(on_nvme, ckpt);
+    place(on_nvme, masters, ckpt);
   };
+  // The masters asked for with `n` layers on disk (none where the plan chooses them).
+  const auto masters_of = [&](int n) {
+    return bottom(r.nvme_masters >= 0 ? std::min(r.nvme_masters, n) : 0);
+  };
+  // Where the plan chooses the masters and the host still does not fit with `layers` on disk:
+  // the fewest bottom layers' masters there too.
+  const auto add_masters = [&](const std::vector<bool>& layers, int n) {
+    if (r.nvme_masters >= 0) return;
+    for (int m = 1; m <= n && !fits_host(); ++m) place(layers, bottom(m), p.ckpt_on_nvme);
+  };
+  SF_CHECK(r.nvme_masters <= L, "nvme_masters is ", r.nvme_masters, " but the model has ", L,
+           " layers: use at most ", L, ", or -1 for the fewest the host memory needs");
   if (!r.on_nvme.empty()) {
-    SF_CHECK(r.on_nvme.size() == units.size(), "plan: on_nvme names ", r.on_nvme.size(),
-             " units, the model has ", units.size());
-    place(r.on_nvme, r.nvme_checkpoints > 0);
+    SF_CHECK(r.on_nvme.size() == units.size() &&
+                 (r.master_on_nvme.empty() || r.master_on_nvme.size() == units.size()),
+             "plan: on_nvme names ", r.on_nvme.size(), " units and master_on_nvme ",
+             r.master_on_nvme.size(), ", the model has ", units.size());
+    place(r.on_nvme, r.master_on_nvme.empty() ? none : r.master_on_nvme,
+          r.nvme_checkpoints > 0);
   } else if (r.nvme && r.nvme_layers >= 0) {
     SF_CHECK(r.nvme_layers <= L, "nvme_layers is ", r.nvme_layers, " but the model has ", L,
              " layers: use at most ", L, ", or -1 for the fewest the host memory needs");
-    place_fitting(bottom(r.nvme_layers), r.nvme_checkpoints > 0);
-    if (r.nvme_checkpoints < 0 && !fits_host()) place(bottom(r.nvme_layers), true);
+    SF_CHECK(r.nvme_masters <= r.nvme_layers, "nvme_masters is ", r.nvme_masters,
+             " but nvme_layers is ", r.nvme_layers,
+             ": a layer's master goes to the disk only with its m and v; raise nvme_layers or "
+             "lower nvme_masters");
+    const std::vector<bool> layers = bottom(r.nvme_layers);
+    place_fitting(layers, masters_of(r.nvme_layers), r.nvme_checkpoints > 0);
+    if (r.nvme_checkpoints < 0 && !fits_host())
+      place(layers, masters_of(r.nvme_layers), true);
+    add_masters(layers, r.nvme_layers);
   } else {
-    place_fitting(bottom(0), r.nvme_checkpoints > 0);
-    // Where the host limit needs it: the checkpoints first (if not said), then the fewest layers
-    // on NVMe; all of them where nothing fits (the host check then refuses, saying what is needed).
+    place_fitting(none, none, r.nvme_checkpoints > 0);
+    // Where the host limit needs it: the checkpoints first (if not said), then the m and v of
+    // the fewest layers, then their masters; all of them where nothing fits (the host check then
+    // refuses, saying what is needed).
     if (r.nvme && r.host_limit > 0 && !fits_host()) {
       const bool ckpt = r.nvme_checkpoints != 0;
       for (int n = 0; n <= L; ++n) {
-        place(bottom(n), ckpt);
+        place(bottom(n), masters_of(n), ckpt);
         if (fits_host()) break;
       }
+      add_masters(bottom(L), L);
     }
   }
   // GPUDirect slots where the device budget has room for them; else pinned ones.
@@ -494,8 +529,11 @@ std::string EnginePlan::describe() const {
     o << "), the rest on the host (CPU AdamW)";
   }
   o << "\n  host: " << gib(host.total()) << " — master weights and Adam m, v " << gib(host.state)
-    << " (" << params - device_params - nvme_params << " parameters × 12 B), gradients "
-    << gib(host.grads);
+    << " (" << params - device_params - nvme_params << " parameters × 12 B";
+  if (nvme_params > nvme_master_params)
+    o << ", the masters of " << nvme_params - nvme_master_params
+      << " parameters whose m and v are on NVMe × 4 B";
+  o << "), gradients " << gib(host.grads);
   if (!grad_ring_slots) {
     o << " (held for exact clipping)";
   } else {
@@ -519,15 +557,25 @@ std::string EnginePlan::describe() const {
   if (nvme_disk) {
     o << "\n  NVMe: " << gib(nvme_disk) << " on disk —";
     if (nvme_params) {
-      int first = -1, last = -1;
-      for (size_t k = 1; k + 1 < on_nvme.size(); ++k)
-        if (on_nvme[k]) {
-          if (first < 0) first = int(k) - 1;
-          last = int(k) - 1;
-        }
-      o << " the state of layers " << first << "-" << last << " (" << nvme_params
-        << " parameters × 12 B) through " << nvme_update_slots << " update slots and "
-        << nvme_load_slots << " load slots of pinned staging;";
+      // "layers 0-11" (the units on NVMe are decoder layers from the bottom up)
+      const auto layers_of = [](const std::vector<bool>& units) {
+        int first = -1, last = -1;
+        for (size_t k = 1; k + 1 < units.size(); ++k)
+          if (units[k]) {
+            if (first < 0) first = int(k) - 1;
+            last = int(k) - 1;
+          }
+        return first == last ? "layer " + std::to_string(first)
+                             : "layers " + std::to_string(first) + "-" + std::to_string(last);
+      };
+      o << " the Adam m and v of " << layers_of(on_nvme) << " (" << nvme_params
+        << " parameters × 8 B)";
+      if (nvme_master_params)
+        o << " and the master weights of " << layers_of(master_on_nvme) << " ("
+          << nvme_master_params << " × 4 B)";
+      o << " through " << nvme_update_slots << " update slots";
+      if (nvme_load_slots) o << " and " << nvme_load_slots << " load slots";
+      o << " of pinned staging;";
     }
     if (ckpt_on_nvme)
       o << " the activation checkpoints (" << layers << " layers × " << max_tokens << " tokens × "

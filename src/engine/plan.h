@@ -60,15 +60,20 @@ struct PlanRequest {
   // Non-empty: exactly these units on the device (per unit, unit_layouts order) — the choice of
   // a plan made before the backend existed, so the engine's plan keeps it.
   std::vector<bool> on_device;
-  // The NVMe tier (--nvme-dir; engine/nvme_tier.h): the whole state (master, m, v) of decoder
-  // layers from the bottom up on disk. nvme_layers: that many; -1: the fewest that bring the host
-  // total and its margin (host_margin) within host_limit (none where host_limit is 0).
+  // The NVMe tier (--nvme-dir; engine/nvme_tier.h): the Adam m and v of decoder layers from the
+  // bottom up on disk, and of those, from the bottom up, the master weights too. nvme_layers:
+  // that many layers; nvme_masters: that many masters (at most the layers on disk). -1: the
+  // fewest that bring the host total and its margin (host_margin) within host_limit (none where
+  // host_limit is 0) — every layer's m and v before any master: m and v free 8 B/param of host
+  // for 16 B of disk traffic a step, a master 4 B for 12-16 B.
   bool nvme = false;
   int nvme_layers = -1;
-  uint64_t host_limit = 0;    // host bytes the plan may take (the budget less what is held)
-  std::vector<bool> on_nvme;  // non-empty: exactly these units (a plan made earlier)
+  int nvme_masters = -1;
+  uint64_t host_limit = 0;  // host bytes the plan may take (the budget less what is held)
+  // Non-empty: exactly these units (a plan made earlier); master_on_nvme empty: no master.
+  std::vector<bool> on_nvme, master_on_nvme;
   // The activation checkpoints on NVMe too: 1 yes, 0 no, -1 where the host limit needs it (tried
-  // before any layer's state: 2 B of disk traffic per byte of host freed, against the state's 3).
+  // before any layer's state: 2 B of disk traffic per byte of host freed, as m and v's).
   int nvme_checkpoints = -1;
   // The checkpoints' staging slots on the device, moved by GPUDirect Storage (cuFile) instead of
   // through pinned host slots and io_uring, where they go to NVMe and the budget has room.
@@ -92,7 +97,7 @@ struct DeviceBytes {
 };
 
 struct HostBytes {
-  uint64_t state = 0;         // fp32 master, Adam m, v of the host units
+  uint64_t state = 0;         // fp32 master, Adam m, v of the host units; the masters kept here
   uint64_t grads = 0;         // gradients (compute dtype): the ring and the held units'
   uint64_t checkpoints = 0;   // layer inputs, L × T × C
   uint64_t staging = 0;       // batch staging
@@ -130,11 +135,13 @@ struct EnginePlan {
   std::vector<bool> held;
   int64_t held_params = 0;
   int64_t device_params = 0;  // parameters of those units
-  // Per unit: its state lives on NVMe (layers from the bottom up; never held without clipping).
-  // Per step the tier reads each such layer's master for its loads (forward, and backward where
-  // it is not still cached) and its whole state for the update, and writes the state back.
-  std::vector<bool> on_nvme;
-  int64_t nvme_params = 0;
+  // Per unit: its Adam m and v live on NVMe (layers from the bottom up; never held without
+  // clipping), and where master_on_nvme its master weights too. Per step the tier reads m and v
+  // (and the master) for the update and writes them back (16 B/param; 24 B with the master),
+  // and a master on disk is read for each load (forward, and backward where the layer is not
+  // still cached: 4-8 B more).
+  std::vector<bool> on_nvme, master_on_nvme;
+  int64_t nvme_params = 0, nvme_master_params = 0;
   int nvme_update_slots = 0, nvme_load_slots = 0;
   uint64_t nvme_disk = 0;  // bytes of the scratch files
   // The activation checkpoints on NVMe (engine/nvme_checkpoints.h): host.checkpoints is then

@@ -6,7 +6,9 @@ namespace {
 size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 }  // namespace
 
-size_t UnitState::state_bytes(int64_t numel) { return 3 * round_up(size_t(numel) * 4); }
+size_t UnitState::state_bytes(int64_t numel) { return 3 * master_bytes(numel); }
+
+size_t UnitState::master_bytes(int64_t numel) { return round_up(size_t(numel) * 4); }
 
 size_t UnitState::grad_bytes(int64_t numel, DType compute) {
   return round_up(size_t(numel) * dtype_size(compute));
@@ -34,12 +36,12 @@ std::vector<UnitLayout> unit_layouts(const ModelSpec& spec) {
   return units;
 }
 
-void UnitState::carve(void* state, void* g) {
+void UnitState::carve(void* state, void* g, bool master_only) {
   char* p = static_cast<char*>(state);
-  const size_t n = round_up(size_t(layout.numel) * 4);
+  const size_t n = master_bytes(layout.numel);
   master = reinterpret_cast<float*>(p);
-  m = reinterpret_cast<float*>(p + n);
-  v = reinterpret_cast<float*>(p + 2 * n);
+  m = master_only ? nullptr : reinterpret_cast<float*>(p + n);
+  v = master_only ? nullptr : reinterpret_cast<float*>(p + 2 * n);
   grad = g;
 }
 

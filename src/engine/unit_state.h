@@ -21,14 +21,18 @@ struct UnitState {
   float* v = nullptr;
   void* grad = nullptr;  // compute dtype, layout.numel elements (host units with clipping)
   bool on_device = false;  // master, m, v are device memory: the device updates this unit
-  // master, m, v are on NVMe (engine/nvme_tier.h); the pointers point into an update slot only
-  // while the update worker holds the unit (NvmeTier::acquire_state), else null.
+  // m and v are on NVMe (engine/nvme_tier.h), and the master too where master_on_nvme (else it
+  // stays in host memory, `master`); the pointers to what is on the disk point into an update
+  // slot only while the update worker holds the unit (NvmeTier::acquire_state), else null.
   bool on_nvme = false;
+  bool master_on_nvme = false;
 
   static size_t state_bytes(int64_t numel);                // master, m, v
+  static size_t master_bytes(int64_t numel);               // the master alone
   static size_t grad_bytes(int64_t numel, DType compute);  // the gradient
-  // Points master, m, v at consecutive ranges of `state` (state_bytes) and grad at `grad`.
-  void carve(void* state, void* grad);
+  // Points master, m, v at consecutive ranges of `state` (state_bytes) and grad at `grad`; with
+  // `master_only` (an NVMe unit whose master stays here: master_bytes), m and v stay null.
+  void carve(void* state, void* grad, bool master_only = false);
 };
 
 // Entries [first, end) of `whole` as a layout of their own, offsets counted from the first's:

@@ -94,7 +94,7 @@ size_t sweep_stale_scratch_files(const fs::path& dir) {
   return removed;
 }
 
-ScratchFile::ScratchFile(const fs::path& dir) : dir_(dir) {
+ScratchFile::ScratchFile(const fs::path& dir, bool keep_name) : dir_(dir) {
   std::error_code ec;
   const fs::file_status st = fs::status(dir, ec);
   SF_CHECK(!ec || ec == std::errc::no_such_file_or_directory, "--nvme-dir ", dir.string(),
@@ -142,17 +142,29 @@ ScratchFile::ScratchFile(const fs::path& dir) : dir_(dir) {
             "); give the run a directory it can write: check its owner and permissions, that "
             "its filesystem is not mounted read-only and has space");
   }
-  // No name from here on: a crash, kill -9 included, leaves nothing in the directory.
-  if (::unlink(path_.c_str()) != 0) {
-    const int err = errno;
+  named_ = true;
+  if (keep_name) return;
+  try {
+    unlink_name();
+  } catch (...) {
     ::close(fd_);
-    SF_FAIL("--nvme-dir ", dir.string(), ": cannot unlink the scratch file ", path_.string(),
-            " after creating it (", errno_text(err),
-            "); remove it by hand and give the run a directory where it may delete its files");
+    throw;
   }
 }
 
+void ScratchFile::unlink_name() {
+  if (!named_) return;
+  // No name from here on: a crash, kill -9 included, leaves nothing in the directory.
+  if (::unlink(path_.c_str()) != 0) {
+    SF_FAIL("--nvme-dir ", dir_.string(), ": cannot unlink the scratch file ", path_.string(),
+            " after creating it (", errno_text(errno),
+            "); remove it by hand and give the run a directory where it may delete its files");
+  }
+  named_ = false;
+}
+
 ScratchFile::~ScratchFile() {
+  if (named_) ::unlink(path_.c_str());
   if (fd_ >= 0) ::close(fd_);
 }
 

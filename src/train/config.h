@@ -66,7 +66,8 @@ struct TrainConfig {
   std::string device_optimizer = "auto";  // auto | off | all: the GPU-resident optimizer share
   int64_t held_gradients = -1;  // without clipping, units with a host gradient of their own; -1: auto
   std::filesystem::path nvme_dir;  // the NVMe tier's scratch directory; empty: no tier
-  int64_t nvme_layers = -1;        // layers whose state goes there; -1: what host_memory needs
+  int64_t nvme_layers = -1;        // layers whose m, v go there; -1: what host_memory needs
+  int64_t nvme_masters = -1;       // of those, layers whose master goes too; -1: as needed
   std::string nvme_checkpoints = "auto";  // auto | on | off: the activation checkpoints there
   std::string nvme_gds = "auto";  // auto | on | off: those through GPUDirect Storage (cuFile)
   double nvme_bandwidth = 0;       // GB/s read and write for `plan`; 0: measured in nvme_dir

@@ -344,17 +344,27 @@ std::vector<OptionSpec> make_options() {
        SF_SET { c.held_gradients = parse_int(v, w, -1, int64_t(1) << 20); },
        SF_GET { return std::to_string(c.held_gradients); }},
       {"nvme_dir", {}, Type::kPath,
-       "a directory on a local disk for the NVMe tier: the fp32 master weights and Adam state of "
-       "the bottom layers (nvme_layers) live there in one private O_DIRECT file, read and "
-       "written through io_uring behind the updates; empty: every state in host memory",
+       "a directory on a local disk for the NVMe tier: the Adam m and v of the bottom layers "
+       "(nvme_layers), and of some of those their fp32 master weights too (nvme_masters), live "
+       "there in one private O_DIRECT file, read and written through io_uring behind the "
+       "updates; empty: every state in host memory",
        "a directory path", {}, "engine", SF_SET { c.nvme_dir = v; },
        SF_GET { return c.nvme_dir.string(); }},
       {"nvme_layers", {}, Type::kInt,
-       "with nvme_dir: how many decoder layers (from the bottom) keep their state on the disk; "
-       "-1: the fewest that bring the host memory within host_memory (or what the machine has)",
+       "with nvme_dir: how many decoder layers (from the bottom) keep their Adam m and v on the "
+       "disk; -1: the fewest that bring the host memory within host_memory (or what the machine "
+       "has)",
        "integer in [-1, 2^20]", {}, "engine",
        SF_SET { c.nvme_layers = parse_int(v, w, -1, int64_t(1) << 20); },
        SF_GET { return std::to_string(c.nvme_layers); }},
+      {"nvme_masters", {}, Type::kInt,
+       "with nvme_dir: of the layers on the disk, how many (from the bottom) keep their fp32 "
+       "master weights there too (4 B/param less host memory for 12-16 B more disk traffic a "
+       "step, against 8 B for 16 B for m and v); -1: none unless host_memory needs them after "
+       "every layer's m and v, then the fewest",
+       "integer in [-1, 2^20]", {}, "engine",
+       SF_SET { c.nvme_masters = parse_int(v, w, -1, int64_t(1) << 20); },
+       SF_GET { return std::to_string(c.nvme_masters); }},
       {"nvme_checkpoints", {}, Type::kEnum,
        "with nvme_dir: the layers' activation checkpoints on the disk too (written in the forward, "
        "read back for the backward through a few pinned slots): auto (where host_memory needs it, "

@@ -71,6 +71,7 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   req.held_units = int(c.held_gradients);
   req.nvme = !c.nvme_dir.empty();
   req.nvme_layers = int(c.nvme_layers);
+  req.nvme_masters = int(c.nvme_masters);
   req.nvme_checkpoints = c.nvme_checkpoints == "on" ? 1 : c.nvme_checkpoints == "off" ? 0 : -1;
   // GPUDirect slots where asked for and cuFile opens (auto: the run measures both paths).
   if (req.nvme && c.nvme_gds != "off") {

@@ -173,6 +173,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.held_units = c.max_grad_norm == 0 && setup.plan.held_params == 0 ? 0 : int(c.held_gradients);
   opt.nvme_dir = c.nvme_dir.string();
   opt.on_nvme = setup.plan.on_nvme;
+  opt.master_on_nvme = setup.plan.master_on_nvme;
   opt.nvme_checkpoints = setup.plan.ckpt_on_nvme ? 1 : 0;
   opt.nvme_gds = setup.plan.ckpt_gds;
   if (opt.nvme_gds && c.nvme_gds == "auto") {  // the faster path for these checkpoints, measured

@@ -41,6 +41,7 @@ const std::set<std::string> kResumeMayChange = {"output_dir",
                                                 "machine_file",
                                                 "nvme_dir",
                                                 "nvme_layers",
+                                                "nvme_masters",
                                                 "nvme_checkpoints",
                                                 "nvme_bandwidth"};
 

@@ -114,9 +114,10 @@ TEST(CliChecks, TrainChecksTheNvmeDirectoryFirst) {
   write_text(d / "t.txt", "some text long enough for a couple of short samples of bytes here");
   r = run("train --model " + model.string() + " --data " + (d / "t.txt").string() +
           " --cutoff-len 16 --steps 2 --no-save --backend cpu --nvme-dir " +
-          (d / "scratch").string() + " --nvme-layers 1 --nvme-checkpoints on");
+          (d / "scratch").string() + " --nvme-layers 1 --nvme-masters 1 --nvme-checkpoints on");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("the state of layers 0-0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the Adam m and v of layer 0 ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the master weights of layer 0 ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the activation checkpoints ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NVMe disk: write"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::is_empty(d / "scratch"));

@@ -1,9 +1,11 @@
 // The NVMe tier on the CPU backend, with its scratch file in a temporary directory: a run with the
-// state of some or all decoder layers on the disk is bit-identical with the same run held in host
-// memory — losses, every weight, with and without clipping (one that bites), tied and untied,
-// window 1 and 2, gradients in many ring pieces — and so are evaluation, the state a checkpoint
-// saves and a resume into either kind of run. The plan puts the fewest bottom layers there that
-// bring the host total within its limit; a disk error mid-step stops the run naming the file.
+// Adam m and v of some or all decoder layers on the disk, and the master weights of some of those,
+// is bit-identical with the same run held in host memory — losses, every weight, with and without
+// clipping (one that bites), tied and untied, window 1 and 2, gradients in many ring pieces — and
+// so are evaluation, the state a checkpoint saves and a resume into either kind of run. The plan
+// puts the m and v of the fewest bottom layers there that bring the host total within its limit,
+// then, where that is not enough, their masters; a disk error mid-step stops the run naming the
+// file.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -24,10 +26,12 @@ using namespace test_engine;
 
 fs::path scratch_dir(const std::string& name) { return nvme_test::fresh_dir("engine_" + name); }
 
-EngineOptions on_nvme(int window, float clip, int layers, const fs::path& dir) {
+// The m and v of the bottom `layers` on the disk, and the masters of the bottom `masters` of them.
+EngineOptions on_nvme(int window, float clip, int layers, const fs::path& dir, int masters = 0) {
   EngineOptions opt = run_options(window, clip);
   opt.nvme_dir = dir.string();
   opt.nvme_layers = layers;
+  opt.nvme_masters = masters;
   opt.grad_piece = 1000;  // several ring pieces per layer
   return opt;
 }
@@ -42,12 +46,14 @@ TEST(EngineNvme, IsBitIdenticalWithTheHostRun) {
         EngineOptions host_opt = run_options(window, clip);
         host_opt.grad_piece = 1000;
         const TrainRun host = train(dir, host_opt, 4, /*whole=*/true);
-        for (int layers : {1, 3, 5}) {
-          const TrainRun disk = train(dir, on_nvme(window, clip, layers, scratch), 4, true);
+        // m and v alone, everything, and some masters (every kind of unit in one run)
+        for (auto [layers, masters] : {std::pair{3, 0}, {1, 1}, {5, 2}}) {
+          const TrainRun disk =
+              train(dir, on_nvme(window, clip, layers, scratch, masters), 4, true);
           EXPECT_EQ(disk.losses, host.losses) << "tied " << tied << " clip " << clip << " window "
-                                              << window << " layers " << layers;
+                                              << window << " layers " << layers << "/" << masters;
           EXPECT_EQ(disk.weights, host.weights) << "tied " << tied << " clip " << clip << " window "
-                                                << window << " layers " << layers;
+                                                << window << " layers " << layers << "/" << masters;
         }
         EXPECT_LT(host.losses.back(), host.losses.front());
       }
@@ -68,7 +74,7 @@ TEST(EngineNvme, CheckpointsOnDiskAreBitIdentical) {
       host_opt.grad_piece = 1000;
       const TrainRun host = train(dir, host_opt, 4, /*whole=*/true);
       for (int layers : {0, 2}) {
-        EngineOptions o = on_nvme(window, clip, layers, scratch);
+        EngineOptions o = on_nvme(window, clip, layers, scratch, layers / 2);
         o.nvme_checkpoints = 1;
         const TrainRun disk = train(dir, o, 4, /*whole=*/true);
         EXPECT_EQ(disk.losses, host.losses) << "clip " << clip << " window " << window;
@@ -96,18 +102,30 @@ TEST(EngineNvme, EvaluationGradientsAndPlanAgree) {
   auto be = make_cpu_backend();
   const ModelSpec spec = load_model_spec(dir);
   Engine host(*be, spec, run_options(2, 1.0f));
-  Engine disk(*be, spec, on_nvme(2, 1.0f, 2, scratch));
+  Engine disk(*be, spec, on_nvme(2, 1.0f, 2, scratch, 1));
   load_model_weights(host, dir);
   load_model_weights(disk, dir);
   const EnginePlan& p = disk.plan();
   EXPECT_EQ(p.on_nvme, (std::vector<bool>{false, true, true, false, false, false, false}));
-  EXPECT_EQ(p.nvme_params, disk.layout(1).numel + disk.layout(2).numel);
-  EXPECT_EQ(
-      host.plan().host.state - p.host.state,
-      UnitState::state_bytes(disk.layout(1).numel) + UnitState::state_bytes(disk.layout(2).numel));
+  EXPECT_EQ(p.master_on_nvme, (std::vector<bool>{false, true, false, false, false, false, false}));
+  const int64_t n0 = disk.layout(1).numel, n1 = disk.layout(2).numel;
+  EXPECT_EQ(p.nvme_params, n0 + n1);
+  EXPECT_EQ(p.nvme_master_params, n0);
+  // Layer 0 entirely on the disk; layer 1's master stays on the host.
+  EXPECT_EQ(host.plan().host.state - p.host.state,
+            UnitState::state_bytes(n0) + UnitState::state_bytes(n1) - UnitState::master_bytes(n1));
   EXPECT_GT(p.host.nvme_staging, 0u);
-  EXPECT_GE(p.nvme_disk, uint64_t(p.nvme_params) * 12);
-  EXPECT_NE(p.describe().find("the state of layers 0-1 ("), std::string::npos) << p.describe();
+  EXPECT_EQ(p.nvme_load_slots, 1);  // one master on disk
+  EXPECT_GE(p.nvme_disk, uint64_t(n0) * 12 + uint64_t(n1) * 8);
+  EXPECT_LT(p.nvme_disk, uint64_t(n0) * 12 + uint64_t(n1) * 8 + 5 * NvmeStore::kAlignment);
+  // Per step: layer 0's master for the forward and the backward load (window 2 of 4 layers: not
+  // still cached), m, v and the master for the update, all three written back; layer 1's m and v.
+  EXPECT_EQ(p.nvme_read_bytes, 20.0 * double(n0) + 8.0 * double(n1));
+  EXPECT_EQ(p.nvme_write_bytes, 12.0 * double(n0) + 8.0 * double(n1));
+  EXPECT_NE(p.describe().find("the Adam m and v of layers 0-1 ("), std::string::npos)
+      << p.describe();
+  EXPECT_NE(p.describe().find("the master weights of layer 0 ("), std::string::npos)
+      << p.describe();
   for (int s = 0; s < 3; ++s) {
     const Batch b = random_batch(uint64_t(s), spec.vocab, {13, 21, 7});
     const StepResult a = host.step(b, 1e-2f), c = disk.step(b, 1e-2f);
@@ -137,7 +155,7 @@ TEST(EngineNvme, StateRoundTripsThroughCheckpointsBothWays) {
     std::vector<std::vector<float>> saved;
     std::vector<double> losses;
     {
-      EngineOptions o = from_disk ? on_nvme(2, 0.0f, 4, scratch) : run_options(2, 0.0f);
+      EngineOptions o = from_disk ? on_nvme(2, 0.0f, 4, scratch, 2) : run_options(2, 0.0f);
       o.state_piece = 1000;  // `fetch` hands every tensor over in pieces, most with a remainder
       Engine e(*be, spec, o);
       load_model_weights(e, dir);
@@ -179,7 +197,7 @@ TEST(EngineNvme, StateRoundTripsThroughCheckpointsBothWays) {
       });
       EXPECT_EQ(k, saved.size());
     }
-    Engine e(*be, spec, from_disk ? run_options(2, 0.0f) : on_nvme(2, 0.0f, 5, scratch));
+    Engine e(*be, spec, from_disk ? run_options(2, 0.0f) : on_nvme(2, 0.0f, 5, scratch, 3));
     load_state(e, saved, 3);
     for (int s = 3; s < 5; ++s)
       losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
@@ -202,7 +220,8 @@ TEST(EngineNvme, PlanTakesTheFewestBottomLayersTheHostLimitNeeds) {
   r.nvme = true;
   EXPECT_EQ(make_plan(r).nvme_params, 0) << "no limit: nothing needs the disk";
   EXPECT_FALSE(make_plan(r).ckpt_on_nvme);
-  r.nvme_checkpoints = 0;  // the layers' state alone, as the rest of this test checks
+  r.nvme_checkpoints = 0;  // the layers' m and v alone, as the rest of this test checks
+  r.nvme_masters = 0;
   // The limit twelve layers on the disk meet (the staging slots cost some of what they free).
   r.nvme_layers = 12;
   const EnginePlan four = make_plan(r);
@@ -226,7 +245,8 @@ TEST(EngineNvme, PlanTakesTheFewestBottomLayersTheHostLimitNeeds) {
   const EnginePlan every = make_plan(r);
   for (size_t k = 1; k <= 24; ++k) EXPECT_FALSE(every.held[k]) << k;
   EXPECT_TRUE(every.held.back());
-  EXPECT_GT(every.nvme_read_bytes, every.nvme_write_bytes);
+  EXPECT_EQ(every.nvme_read_bytes, every.nvme_write_bytes);  // m and v alone: read, written
+  EXPECT_EQ(every.nvme_master_params, 0);
   r.clipping = true;
   for (bool h : make_plan(r).held) EXPECT_TRUE(h);
   // Auto: where the checkpoints on disk are enough, no layer's state goes there. (No held share
@@ -247,14 +267,81 @@ TEST(EngineNvme, PlanTakesTheFewestBottomLayersTheHostLimitNeeds) {
   EXPECT_THROW(make_plan(r), Error);
 }
 
+// Where every layer's m and v on the disk do not bring the host within its limit, the fewest
+// bottom layers' masters go too; m and v first because they free 8 B/param for 16 B of traffic a
+// step where a master frees 4 B for 12-16 B. A number of masters asked for is taken as asked.
+TEST(EngineNvme, PlanMovesEveryLayersMomentsBeforeAnyMaster) {
+  const fs::path dir = tiny_model("nvme_masters_plan", "llama", false);
+  PlanRequest r;
+  r.spec = load_model_spec(dir);
+  r.spec.layers = 24;
+  r.max_tokens = 64;
+  r.max_sequences = 4;
+  r.grad_piece = 1000;
+  r.nvme = true;
+  r.nvme_checkpoints = 0;
+  r.held_units = 0;
+  const int64_t n = layer_layout(r.spec, 0).numel;
+  r.nvme_layers = 24;
+  r.nvme_masters = 0;
+  const EnginePlan moments = make_plan(r);
+  EXPECT_EQ(moments.nvme_params, 24 * n);
+  EXPECT_EQ(moments.nvme_load_slots, 0);
+  EXPECT_EQ(moments.nvme_read_bytes, 24 * 8.0 * double(n));
+  EXPECT_EQ(moments.nvme_write_bytes, 24 * 8.0 * double(n));
+  r.nvme_masters = 8;
+  const EnginePlan eight = make_plan(r);
+  EXPECT_EQ(eight.nvme_master_params, 8 * n);
+  EXPECT_EQ(moments.host.state - eight.host.state, 8 * UnitState::master_bytes(n));
+  EXPECT_GT(eight.nvme_disk, moments.nvme_disk);
+  // Window 2 of 24 layers: the bottom 8 are reloaded for the backward, so each of their masters
+  // is read three times (two loads and the update) and written once.
+  EXPECT_EQ(eight.nvme_read_bytes, 16 * 8.0 * double(n) + 8 * 20.0 * double(n));
+  EXPECT_EQ(eight.nvme_write_bytes, 16 * 8.0 * double(n) + 8 * 12.0 * double(n));
+  // The plan's choice under the limit eight masters meet: every layer's m and v, then the fewest
+  // masters from the bottom.
+  r.nvme_layers = r.nvme_masters = -1;
+  r.host_limit = eight.host.total() + host_margin(eight.host.total());
+  const EnginePlan p = make_plan(r);
+  EXPECT_EQ(p.nvme_params, 24 * n);
+  int m = 0;
+  while (p.master_on_nvme[size_t(1 + m)]) ++m;
+  EXPECT_GE(m, 1);
+  EXPECT_LE(m, 8);
+  EXPECT_EQ(p.nvme_master_params, m * n);  // contiguous from layer 0
+  EXPECT_LE(p.host.total() + host_margin(p.host.total()), r.host_limit);
+  r.nvme_layers = 24;
+  r.nvme_masters = m - 1;  // one fewer does not fit
+  const EnginePlan fewer = make_plan(r);
+  EXPECT_GT(fewer.host.total() + host_margin(fewer.host.total()), r.host_limit);
+  // A limit the m and v of some layers meet takes no master.
+  r.nvme_layers = r.nvme_masters = -1;
+  r.host_limit = moments.host.total() + host_margin(moments.host.total()) + 4 * 8 * uint64_t(n);
+  const EnginePlan some = make_plan(r);
+  EXPECT_GT(some.nvme_params, 0);
+  EXPECT_LT(some.nvme_params, 24 * n);
+  EXPECT_EQ(some.nvme_master_params, 0);
+  // Masters asked for with the layers the plan's: at most as many as the layers on the disk.
+  r.nvme_masters = 2;
+  const EnginePlan asked = make_plan(r);
+  EXPECT_EQ(asked.nvme_master_params, 2 * n);
+  r.nvme_layers = 1;
+  EXPECT_THROW(make_plan(r), Error);  // more masters than layers on the disk
+  r.nvme_layers = -1;
+  r.nvme_masters = 25;
+  EXPECT_THROW(make_plan(r), Error);
+}
+
 TEST(EngineNvme, ADiskErrorStopsTheRunNamingTheFile) {
   SF_SKIP_WITHOUT_IO_URING();
   const fs::path scratch = scratch_dir("fault");
   const fs::path dir = tiny_model("nvme_fault", "llama", false);
   auto be = make_cpu_backend();
   const ModelSpec spec = load_model_spec(dir);
-  for (int nth : {0, 3, 9}) {  // a load's read, an update's read, a write-back
-    Engine e(*be, spec, on_nvme(2, 0.0f, 5, scratch));
+  // Masters on the disk: a load's read, an update's read, a write-back; m and v alone: an
+  // update's read, a write-back.
+  for (auto [masters, nth] : {std::pair{5, 0}, {5, 3}, {5, 9}, {0, 0}, {0, 6}}) {
+    Engine e(*be, spec, on_nvme(2, 0.0f, 5, scratch, masters));
     load_model_weights(e, dir);
     inject_completion_result(nth, -EIO);
     std::string message;

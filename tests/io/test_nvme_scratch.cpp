@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/nvme_faults.h"
 #include "io/nvme_store.h"
+#include "io/scratch_file.h"
 #include "nvme_test_util.h"
 
 namespace sf {
@@ -142,6 +143,27 @@ TEST(NvmeScratch, NothingIsInTheDirectoryWhileOpenNorAfterTheStoreIsGone) {
               std::string::npos);
   }
   EXPECT_EQ(open_scratch_files(), before) << "the unlinked file is still open: its blocks stay";
+  EXPECT_EQ(entries(dir), 0u);
+  fs::remove_all(dir);
+}
+
+// For cuFile the name stays until it has registered the file: there while kept, gone after
+// unlink_name, and gone when a file that kept it is closed.
+TEST(NvmeScratch, AKeptNameIsRemovedByUnlinkNameOrAtClose) {
+  const fs::path dir = fresh_dir("keep_name");
+  {
+    ScratchFile f(dir, /*keep_name=*/true);
+    EXPECT_TRUE(fs::exists(f.path())) << f.path();
+    EXPECT_EQ(entries(dir), 1u);
+    f.unlink_name();
+    EXPECT_EQ(entries(dir), 0u);
+    f.unlink_name();  // once only: nothing to do the second time
+    EXPECT_GE(f.fd(), 0);
+  }
+  {
+    ScratchFile f(dir, /*keep_name=*/true);
+    EXPECT_EQ(entries(dir), 1u);
+  }
   EXPECT_EQ(entries(dir), 0u);
   fs::remove_all(dir);
 }

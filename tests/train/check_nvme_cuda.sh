@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The NVMe tier on the CUDA backend (the CPU backend's bit-identity is tested in ctest:
 # EngineNvme.*): a tiny Llama with the bundled GPT-2 tokenizer trains 6 steps with every state in
-# host memory, then again with the state of 3 of its 4 layers in --nvme-dir (NVME_DIR, default a
-# fresh directory under /tmp). The losses and gradient norms (full precision, metrics.jsonl) and
-# the saved checkpoints (weights and optimizer state) must be bit-identical (without clipping the
-# activation checkpoints go to the disk too). Needs a GPU; exits 77
-# (skipped) without one.
+# host memory, then again with the Adam m and v of 3 of its 4 layers and the master weights of
+# the bottom one in --nvme-dir (NVME_DIR, default a fresh directory under /tmp). The losses and
+# gradient norms (full precision, metrics.jsonl) and the saved checkpoints (weights and optimizer
+# state) must be bit-identical (without clipping the activation checkpoints go to the disk too).
+# Needs a GPU; exits 77 (skipped) without one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${SLIDEFORMER:-build/slideformer}
@@ -21,9 +21,9 @@ args=(--model "$work/m" --data assets/data/carroll-alice.txt --max-steps 6 --bat
 for clip in 0 1.0; do
   "$bin" train "${args[@]}" --max-grad-norm $clip --output-dir "$work/host$clip" >"$work/host.log" 2>&1
   "$bin" train "${args[@]}" --max-grad-norm $clip --output-dir "$work/nvme$clip" \
-    --nvme-dir "$scratch" --nvme-layers 3 --nvme-checkpoints $([ $clip = 0 ] && echo on || echo off) \
+    --nvme-dir "$scratch" --nvme-layers 3 --nvme-masters 1 --nvme-checkpoints $([ $clip = 0 ] && echo on || echo off) \
     >"$work/nvme.log" 2>&1
-  grep -h "the state of layers" "$work/nvme.log" || { tail -5 "$work/nvme.log"; exit 1; }
+  grep -h "the Adam m and v of layers" "$work/nvme.log" || { tail -5 "$work/nvme.log"; exit 1; }
   python3 - "$work/host$clip/metrics.jsonl" "$work/nvme$clip/metrics.jsonl" <<'PY'
 import json, sys
 def steps(path):

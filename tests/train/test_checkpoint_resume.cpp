@@ -117,6 +117,7 @@ TEST(TrainCheckpoint, ResumeRestoresDeviceAndNvmeStateBitIdentically) {
       c.nvme_dir = d / "nvme";
       fs::create_directories(c.nvme_dir);
       c.nvme_layers = 2;
+      c.nvme_masters = 1;  // layer 0 all on the disk, layer 1's m and v
     }
     std::ostringstream log;
     c.output_dir = d / "straight";

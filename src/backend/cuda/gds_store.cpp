@@ -80,11 +80,19 @@ bool nvidia_fs_loaded() { return std::filesystem::exists("/proc/driver/nvidia-fs
 class GdsStore final : public FileStore {
  public:
   GdsStore(const std::filesystem::path& dir, int device, int threads, uint64_t request_bytes)
-      : dir_(dir), device_(device), request_(request_bytes), file_(dir) {
+      : dir_(dir), device_(device), request_(request_bytes), file_(dir, /*keep_name=*/true) {
     CuFileDescr d{};
     d.type = kHandleTypeFd;
     d.handle.fd = file_.fd();
+    // Registered while the file still has its name: in compatibility mode cuFile opens it again
+    // by that name (its log says "open call failed for file … (deleted)" otherwise).
     const CuFileError e = cufile().handle_register(&handle_, &d);
+    try {
+      file_.unlink_name();
+    } catch (...) {
+      if (e.err == 0) cufile().handle_deregister(handle_);
+      throw;
+    }
     SF_CHECK(e.err == 0, "--nvme-dir ", dir.string(), ": cuFileHandleRegister of ",
              file_.path().string(), " failed (cuFile error ", e.err, ", CUDA ", e.cu_err,
              "); cuFile cannot use this file system (", file_.fs_type(), ") here, not even in ",
