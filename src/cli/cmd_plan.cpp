@@ -52,6 +52,12 @@ int cmd_plan(const std::vector<std::string>& argv) {
   if (c.nvme_bandwidth > 0) req.nvme = true;
   if (req.nvme) req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/false);
   RunSetup setup = make_run_setup(c.backend, req);
+  std::string note;
+  const fs::path file = c.machine_file.empty() ? default_machine_file() : c.machine_file;
+  MachineConstants m = machine_constants(*setup.backend, spec, setup.plan.micro_tokens,
+                                         req.max_sample_tokens, file, remeasure, &note);
+  std::string held_note;  // the plan's own held share only where the prediction says it pays
+  if (c.gpus == 1) setup.plan = weigh_held_share(setup.request, setup.plan, m, &held_note);
   const EnginePlan& plan = setup.plan;
   std::cout << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden "
             << spec.hidden << ", " << parameter_count(spec) << " parameters; steps of ≤ "
@@ -60,6 +66,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
             << setup.backend->name() << "\n";
   if (!setup.devices_line.empty()) std::cout << "data parallel: " << setup.devices_line << "\n";
   std::cout << "plan: " << plan.describe() << "\n";
+  if (!held_note.empty()) std::cout << held_note << "\n";
 
   // Device: what the engine, the backend and the context take, against the budget.
   std::cout << "device peak: " << gib(plan.device_total());
@@ -74,10 +81,6 @@ int cmd_plan(const std::vector<std::string>& argv) {
   if (host.limit) std::cout << " of " << gib(host.limit) << " (" << host.limit_source << ")";
   std::cout << "\n";
 
-  std::string note;
-  const fs::path file = c.machine_file.empty() ? default_machine_file() : c.machine_file;
-  MachineConstants m = machine_constants(*setup.backend, spec, plan.micro_tokens,
-                                         req.max_sample_tokens, file, remeasure, &note);
   std::cout << describe(m) << "\n  " << note << "\n";
   if (plan.nvme_disk > 0) {
     if (c.nvme_bandwidth > 0) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "engine/unit_state.h"
 #include "io/nvme_probe.h"
 #include "model/layout.h"
@@ -233,6 +234,34 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
                                                    {p.disk_s, "the NVMe disk"}};
   p.bound = std::max_element(std::begin(floors), std::end(floors))->second;
   return p;
+}
+
+EnginePlan weigh_held_share(const PlanRequest& request, const EnginePlan& plan,
+                            const MachineConstants& m, std::string* note) {
+  note->clear();
+  if (request.held_units >= 0 || request.clipping || plan.held_params == 0) return plan;
+  PlanRequest without = request;
+  without.held_units = 0;
+  EnginePlan ring = make_plan(without);
+  const double held_s = predict_step(plan, request.spec, m, request.max_tokens, false).step_s;
+  const StepPrediction r = predict_step(ring, request.spec, m, request.max_tokens, false);
+  const double ring_s = r.step_s, gain = ring_s / held_s - 1;
+  const double adam_share = r.adam_s / r.backward_s;
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  o << "held gradients (" << plan.held_names() << ", " << gib(plan.host.grads - ring.host.grads)
+    << " of host): predicted step " << held_s << " s with them, " << ring_s << " s without (";
+  o.precision(1);
+  o << 100 * gain << " % gain), the CPU AdamW " << 100 * adam_share << " % of the backward; ";
+  if (gain >= kHeldMinGain || adam_share > kHeldAdamShare) {
+    *note = o.str() + "taken";
+    return plan;
+  }
+  o << "not taken: the gain below " << 100 * kHeldMinGain << " % and the AdamW within "
+    << 100 * kHeldAdamShare << " % of the backward";
+  *note = o.str();
+  return ring;
 }
 
 std::string StepPrediction::describe(int64_t tokens) const {

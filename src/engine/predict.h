@@ -1,4 +1,4 @@
-// defines: sf::StepPrediction, sf::predict_step — a step's time from the plan and the machine's
+// defines: sf::StepPrediction, sf::predict_step, sf::weigh_held_share — a step's time from the plan and the machine's
 // constants (engine/machine.h), by playing the engine's schedule (engine.cpp) on three resources:
 // the compute stream, the PCIe copies (H2D and D2H each at their measured rate) and the CPU
 // optimizer, each event starting when what it waits for in the engine is done:
@@ -41,5 +41,21 @@ struct StepPrediction {
 // and sample length; the layer's time scales with the tokens, micro-batch by micro-batch).
 StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
                             const MachineConstants& m, int64_t tokens, bool clipping);
+
+// Below this gain of the step the plan's own held share is not worth its host memory...
+constexpr double kHeldMinGain = 0.03;
+// ... provided the CPU AdamW of every host unit (at its rate under copies) takes at most this
+// share of the backward: the prediction alone said 0 % at 32k tokens on the GPU machine, where the
+// share measured 1.25× (its AdamW took ~0.95 of the backward); at 64k it took ~0.5 and the share
+// measured 1.00× (docs/perf.md, "Held gradients without clipping").
+constexpr double kHeldAdamShare = 0.75;
+
+// Where `plan` took its own held share (request.held_units -1, no clipping): the plan for
+// `request` without it when, by the prediction, the share shortens the step by less than
+// kHeldMinGain and the AdamW has room in the backward (kHeldAdamShare) — its 2 B/param of host
+// buy nothing there. Else `plan` as it is. `note` (not null) gets what was weighed, or stays
+// empty where nothing was.
+EnginePlan weigh_held_share(const PlanRequest& request, const EnginePlan& plan,
+                            const MachineConstants& m, std::string* note);
 
 }  // namespace sf

@@ -338,8 +338,9 @@ std::vector<OptionSpec> make_options() {
        "without clipping: how many units (the head, then the top layers) keep their gradient "
        "in host memory (2 B/param) and are updated in forward order behind the others, so the "
        "CPU AdamW keeps working through the next forward; -1: the plan's choice (a quarter of "
-       "the host-updated parameters; none where the host memory would not hold it), 0: none "
-       "(every gradient through the ring)",
+       "the host-updated parameters; none where the host memory would not hold it, nor where "
+       "the machine's cached constants predict it gains under 3 % with the AdamW hidden in the "
+       "backward), 0: none (every gradient through the ring)",
        "integer in [-1, 2^20]", {}, "engine",
        SF_SET { c.held_gradients = parse_int(v, w, -1, int64_t(1) << 20); },
        SF_GET { return std::to_string(c.held_gradients); }},

@@ -109,6 +109,7 @@ RunSetup make_run_setup(const std::string& name, PlanRequest r) {
   if (!wants_cuda(name)) {
     r.dtype = DType::kF32;
     s.plan = make_plan(r);
+    s.request = r;
     s.backend = make_cpu_backend();
     if (n > 1) {
       std::vector<Backend*> all{s.backend.get()};
@@ -136,6 +137,7 @@ RunSetup make_run_setup(const std::string& name, PlanRequest r) {
     return uint64_t(cuda_backend_scratch_bytes(m));
   };
   s.plan = make_plan(r);
+  s.request = r;
   o.max_tokens = s.plan.micro_tokens;
   s.backend = make_cuda_backend(o);
   if (n == 1) return s;

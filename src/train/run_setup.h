@@ -18,6 +18,7 @@ namespace sf {
 struct RunSetup {
   std::unique_ptr<Backend> backend;
   EnginePlan plan;  // what the engine will allocate (it re-checks with the device's real use)
+  PlanRequest request;  // what `plan` was made from (with the device's figures where CUDA)
   // Data parallel (request.devices > 1): devices 1 … N-1 and the reduction over all of them.
   std::vector<std::unique_ptr<Backend>> more;
   std::unique_ptr<Collective> collective;

@@ -160,6 +160,15 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     check_nvme_space(c.nvme_dir, double(setup.plan.nvme_disk + kNvmeProbeBytes), c.output_dir,
                      output_bytes);
   std::unique_ptr<Backend>& backend = setup.backend;
+  const fs::path machine_file = c.machine_file.empty() ? default_machine_file() : c.machine_file;
+  // The plan's own held share only where the prediction says it pays (one GPU, constants cached).
+  if (c.gpus == 1)
+    if (auto mc = cached_machine_constants(*backend, spec, setup.plan.micro_tokens,
+                                           req.max_sample_tokens, machine_file)) {
+      std::string note;
+      setup.plan = weigh_held_share(setup.request, setup.plan, *mc, &note);
+      if (!note.empty()) log << note << "\n";
+    }
   EngineOptions opt;
   opt.window = c.window;
   opt.max_tokens = req.max_tokens;
@@ -207,11 +216,10 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   // The step time predicted from this machine's measured constants, where `plan` cached them.
   std::optional<StepPrediction> predicted;
   {
-    const fs::path mf = c.machine_file.empty() ? default_machine_file() : c.machine_file;
     // (One GPU's: a data-parallel step's prediction is planned.)
     if (auto mc = c.gpus > 1 ? std::nullopt
                              : cached_machine_constants(*backend, spec, engine.plan().micro_tokens,
-                                                        req.max_sample_tokens, mf)) {
+                                                        req.max_sample_tokens, machine_file)) {
       if (disk) {
         mc->nvme_read_gbps = disk->read_gbps;
         mc->nvme_write_gbps = disk->write_gbps;

@@ -32,8 +32,8 @@ ModelSpec llama_8b() {
   return load_model_spec(d);
 }
 
-EnginePlan plan_8b(const ModelSpec& spec, int64_t tokens, bool clipping, DeviceOptimizer devopt,
-                   int held_units = -1) {
+PlanRequest request_8b(const ModelSpec& spec, int64_t tokens, bool clipping,
+                       DeviceOptimizer devopt, int held_units = -1) {
   PlanRequest r;
   r.held_units = held_units;
   r.spec = spec;
@@ -44,7 +44,12 @@ EnginePlan plan_8b(const ModelSpec& spec, int64_t tokens, bool clipping, DeviceO
   r.gpu_budget = uint64_t(24) << 30;
   r.clipping = clipping;
   r.device_optimizer = devopt;
-  return make_plan(r);
+  return r;
+}
+
+EnginePlan plan_8b(const ModelSpec& spec, int64_t tokens, bool clipping, DeviceOptimizer devopt,
+                   int held_units = -1) {
+  return make_plan(request_8b(spec, tokens, clipping, devopt, held_units));
 }
 
 // Rates of the GPU machine's order (docs/perf.md).
@@ -173,6 +178,43 @@ TEST(PredictStep, HeldGradientsKeepTheCpuAdamWBusyThroughTheForward) {
       predict_step(plan_8b(spec, large, false, DeviceOptimizer::kAuto), spec, m, large, false);
   EXPECT_LE(held_l.step_s, 1.001 * ring_l.step_s);
   EXPECT_GE(held_l.step_s, 0.999 * held_l.compute_s);
+}
+
+// The plan keeps its own held share where the prediction says it pays (8k tokens: the CPU AdamW
+// binds and the share keeps it busy through the forward) or where the AdamW fills most of the
+// backward (32k: the prediction's gain is 0 there, the GPU machine measured 1.25×), and drops it
+// where neither holds (64k: the GPU binds, the AdamW takes half the backward), freeing its host
+// memory; a share asked for, or clipping, is never weighed.
+TEST(PredictStep, TheHeldShareIsKeptOnlyWhereThePredictionSaysItPays) {
+  const ModelSpec spec = llama_8b();
+  const MachineConstants m = h200_like();
+  std::string note;
+  const PlanRequest small = request_8b(spec, 8192, false, DeviceOptimizer::kAuto);
+  const EnginePlan kept = weigh_held_share(small, make_plan(small), m, &note);
+  EXPECT_GT(kept.held_params, 0);
+  EXPECT_NE(note.find("; taken"), std::string::npos) << note;
+  const PlanRequest mid = request_8b(spec, 32768, false, DeviceOptimizer::kAuto);
+  EXPECT_GT(weigh_held_share(mid, make_plan(mid), m, &note).held_params, 0);
+  EXPECT_NE(note.find("; taken"), std::string::npos) << note;
+  const PlanRequest large = request_8b(spec, 65536, false, DeviceOptimizer::kAuto);
+  const EnginePlan held = make_plan(large);
+  ASSERT_GT(held.held_params, 0);
+  const EnginePlan dropped = weigh_held_share(large, held, m, &note);
+  EXPECT_EQ(dropped.held_params, 0);
+  EXPECT_EQ(held.host.total() - dropped.host.total(), held.host.grads - dropped.host.grads);
+  EXPECT_GE(held.host.grads - dropped.host.grads, uint64_t(held.held_params) * 2);
+  EXPECT_NE(note.find("not taken: the gain below 3.0 %"), std::string::npos) << note;
+  EXPECT_EQ(dropped.micro_tokens, held.micro_tokens);  // the device side is the same plan
+  EXPECT_EQ(dropped.device_total(), held.device_total());
+  const double with = predict_step(held, spec, m, 65536, false).step_s;
+  const double without = predict_step(dropped, spec, m, 65536, false).step_s;
+  EXPECT_LT(without / with - 1, kHeldMinGain);
+  for (const PlanRequest& r : {request_8b(spec, 65536, false, DeviceOptimizer::kAuto, 4),
+                               request_8b(spec, 65536, true, DeviceOptimizer::kAuto)}) {
+    const EnginePlan p = make_plan(r);
+    EXPECT_EQ(weigh_held_share(r, p, m, &note).held_params, p.held_params);
+    EXPECT_TRUE(note.empty()) << note;
+  }
 }
 
 constexpr int64_t kSmall = int64_t(1) << 20;  // the AdamW probe's parameters, for CI's time
