@@ -362,7 +362,8 @@ EnginePlan make_plan(const PlanRequest& r) {
         p.host.grads += UnitState::grad_bytes(units[k].numel, r.dtype);
       }
     const int nvme_units = int(std::count(on_nvme.begin(), on_nvme.end(), true));
-    const int master_units = int(std::count(p.master_on_nvme.begin(), p.master_on_nvme.end(), true));
+    const int master_units =
+        int(std::count(p.master_on_nvme.begin(), p.master_on_nvme.end(), true));
     p.nvme_update_slots = std::min(kNvmeUpdateSlots, nvme_units);
     p.nvme_load_slots = std::min(p.window + 1, master_units);
     p.host.nvme_staging = NvmeTier::staging_bytes(units, on_nvme, p.master_on_nvme,
@@ -412,8 +413,8 @@ EnginePlan make_plan(const PlanRequest& r) {
     return r.host_limit == 0 || p.host.total() + host_margin(p.host.total()) <= r.host_limit;
   };
   // Places as asked; where that does not fit the host, without the plan's held share first.
-  const auto place_fitting = [&](const std::vector<bool>& on_nvme,
-                                 const std::vector<bool>& masters, bool ckpt) {
+  const auto place_fitting = [&](const std::vector<bool>& on_nvme, const std::vector<bool>& masters,
+                                 bool ckpt) {
     place(on_nvme, masters, ckpt);
     if (fits_host() || r.held_units >= 0 || r.clipping || p.held_params == 0) return;
     held_units = 0;
@@ -436,8 +437,7 @@ EnginePlan make_plan(const PlanRequest& r) {
                  (r.master_on_nvme.empty() || r.master_on_nvme.size() == units.size()),
              "plan: on_nvme names ", r.on_nvme.size(), " units and master_on_nvme ",
              r.master_on_nvme.size(), ", the model has ", units.size());
-    place(r.on_nvme, r.master_on_nvme.empty() ? none : r.master_on_nvme,
-          r.nvme_checkpoints > 0);
+    place(r.on_nvme, r.master_on_nvme.empty() ? none : r.master_on_nvme, r.nvme_checkpoints > 0);
   } else if (r.nvme && r.nvme_layers >= 0) {
     SF_CHECK(r.nvme_layers <= L, "nvme_layers is ", r.nvme_layers, " but the model has ", L,
              " layers: use at most ", L, ", or -1 for the fewest the host memory needs");
@@ -447,8 +447,7 @@ EnginePlan make_plan(const PlanRequest& r) {
              "lower nvme_masters");
     const std::vector<bool> layers = bottom(r.nvme_layers);
     place_fitting(layers, masters_of(r.nvme_layers), r.nvme_checkpoints > 0);
-    if (r.nvme_checkpoints < 0 && !fits_host())
-      place(layers, masters_of(r.nvme_layers), true);
+    if (r.nvme_checkpoints < 0 && !fits_host()) place(layers, masters_of(r.nvme_layers), true);
     add_masters(layers, r.nvme_layers);
   } else {
     place_fitting(none, none, r.nvme_checkpoints > 0);

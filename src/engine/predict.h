@@ -1,7 +1,7 @@
-// defines: sf::StepPrediction, sf::predict_step, sf::weigh_held_share — a step's time from the plan and the machine's
-// constants (engine/machine.h), by playing the engine's schedule (engine.cpp) on three resources:
-// the compute stream, the PCIe copies (H2D and D2H each at their measured rate) and the CPU
-// optimizer, each event starting when what it waits for in the engine is done:
+// defines: sf::StepPrediction, sf::predict_step, sf::weigh_held_share — a step's time from the plan
+// and the machine's constants (engine/machine.h), by playing the engine's schedule (engine.cpp) on
+// three resources: the compute stream, the PCIe copies (H2D and D2H each at their measured rate)
+// and the CPU optimizer, each event starting when what it waits for in the engine is done:
 //   forward:  layer i computes once its weights are up; the upload of layer i+1 overlaps it
 //             (the window's slots), the checkpoint offload of x_i runs on the D2H stream;
 //   head:     its upload (GPU-resident: a cast), then the fused head on the step's tokens;
@@ -22,7 +22,7 @@
 namespace sf {
 
 struct StepPrediction {
-  double step_s = 0;                          // the whole step
+  double step_s = 0;                                 // the whole step
   double forward_s = 0, head_s = 0, backward_s = 0;  // phases on the compute stream's clock
   double tail_s = 0;  // after the GPU's last work: the CPU AdamW still running (no clipping)
   // Resource totals per step, whether overlapped or not.

@@ -17,7 +17,7 @@ namespace sf {
 
 struct RunSetup {
   std::unique_ptr<Backend> backend;
-  EnginePlan plan;  // what the engine will allocate (it re-checks with the device's real use)
+  EnginePlan plan;      // what the engine will allocate (it re-checks with the device's real use)
   PlanRequest request;  // what `plan` was made from (with the device's figures where CUDA)
   // Data parallel (request.devices > 1): devices 1 … N-1 and the reduction over all of them.
   std::vector<std::unique_ptr<Backend>> more;
@@ -33,8 +33,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const ModelSpec& 
 // A training run's plan request: the largest step of `batcher` and of the eval batches (their
 // tokens, samples and longest sample), and the configuration's engine options. With gpus > 1 the
 // batcher's steps hold every GPU's samples and the request is each GPU's: its share of them.
-PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
-                               const Batcher& batcher, const std::vector<Batch>& eval_batches);
+PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec, const Batcher& batcher,
+                               const std::vector<Batch>& eval_batches);
 
 // `backend`: auto | cpu | cuda. On CUDA without a budget the device's total memory is the budget.
 // With request.devices > 1: CUDA devices 0 … N-1 (each planned with its own use) and NCCL where

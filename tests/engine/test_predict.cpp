@@ -32,8 +32,8 @@ ModelSpec llama_8b() {
   return load_model_spec(d);
 }
 
-PlanRequest request_8b(const ModelSpec& spec, int64_t tokens, bool clipping,
-                       DeviceOptimizer devopt, int held_units = -1) {
+PlanRequest request_8b(const ModelSpec& spec, int64_t tokens, bool clipping, DeviceOptimizer devopt,
+                       int held_units = -1) {
   PlanRequest r;
   r.held_units = held_units;
   r.spec = spec;
