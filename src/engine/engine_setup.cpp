@@ -102,10 +102,9 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
       h.on_nvme = plan_.on_nvme[u];
       h.master_on_nvme = plan_.master_on_nvme[u];
       const int64_t n = h.layout.numel;
-      const size_t state = h.on_device || h.master_on_nvme ? 0
-                           : h.on_nvme                     ? UnitState::master_bytes(n)
-                                                           : UnitState::state_bytes(n);
-      const size_t bytes = state + (plan_.held[u] ? UnitState::grad_bytes(n, dt_) : 0);
+      const size_t bytes =
+          UnitState::host_state_bytes(n, h.on_device, h.on_nvme, h.master_on_nvme) +
+          (plan_.held[u] ? UnitState::grad_bytes(n, dt_) : 0);
       if (bytes == 0) continue;
       host_units.push_back(u);
       sizes.push_back(bytes);
@@ -119,8 +118,8 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
       if (h.master_on_nvme) {  // its gradient alone (held for clipping); the state is the tier's
         h.grad = base;
       } else {  // with m and v on the disk, its master alone
-        const size_t state = h.on_nvme ? UnitState::master_bytes(h.layout.numel)
-                                       : UnitState::state_bytes(h.layout.numel);
+        const size_t state =
+            UnitState::host_state_bytes(h.layout.numel, false, h.on_nvme, false);
         h.carve(base, plan_.held[host_units[k]] ? base + state : nullptr, h.on_nvme);
       }
       host_state_.push_back(std::move(bufs[k]));

@@ -340,12 +340,9 @@ EnginePlan make_plan(const PlanRequest& r) {
       if (p.on_device[k]) continue;
       p.master_on_nvme[k] = on_nvme[k] && masters[k];
       if (on_nvme[k]) p.nvme_params += units[k].numel;
-      if (p.master_on_nvme[k])
-        p.nvme_master_params += units[k].numel;
-      else if (on_nvme[k])
-        p.host.state += UnitState::master_bytes(units[k].numel);
-      else
-        p.host.state += UnitState::state_bytes(units[k].numel);
+      if (p.master_on_nvme[k]) p.nvme_master_params += units[k].numel;
+      p.host.state +=
+          UnitState::host_state_bytes(units[k].numel, false, on_nvme[k], p.master_on_nvme[k]);
     }
     // With layers on the disk, host memory is what is short and the disk is the step's floor: the
     // held share (2 B/param, to keep the CPU AdamW busy through the forward) is not taken unless
@@ -472,19 +469,29 @@ EnginePlan make_plan(const PlanRequest& r) {
   return p;
 }
 
-std::string EnginePlan::held_names() const {
-  // "the head and layers 26-31" (units: 0 the embedding, 1 + i layer i, the last the head)
-  std::vector<std::string> parts;
-  if (!held.empty() && held.back()) parts.push_back("the head");
+namespace {
+
+// "layer 3" or "layers 0-11": the first and last decoder layer marked in `units` (unit_layouts
+// order: 0 the embedding, 1 + i layer i, the last the head); empty where none is.
+std::string layer_range(const std::vector<bool>& units) {
   int first = -1, last = -1;
-  for (size_t k = 1; k + 1 < held.size(); ++k)
-    if (held[k]) {
+  for (size_t k = 1; k + 1 < units.size(); ++k)
+    if (units[k]) {
       if (first < 0) first = int(k) - 1;
       last = int(k) - 1;
     }
-  if (first >= 0)
-    parts.push_back(first == last ? "layer " + std::to_string(first)
-                                  : "layers " + std::to_string(first) + "-" + std::to_string(last));
+  if (first < 0) return {};
+  return first == last ? "layer " + std::to_string(first)
+                       : "layers " + std::to_string(first) + "-" + std::to_string(last);
+}
+
+}  // namespace
+
+std::string EnginePlan::held_names() const {
+  // "the head and layers 26-31"
+  std::vector<std::string> parts;
+  if (!held.empty() && held.back()) parts.push_back("the head");
+  if (std::string layers = layer_range(held); !layers.empty()) parts.push_back(layers);
   if (!held.empty() && held.front()) parts.push_back("the embedding");
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i)
@@ -556,21 +563,11 @@ std::string EnginePlan::describe() const {
   if (nvme_disk) {
     o << "\n  NVMe: " << gib(nvme_disk) << " on disk —";
     if (nvme_params) {
-      // "layers 0-11" (the units on NVMe are decoder layers from the bottom up)
-      const auto layers_of = [](const std::vector<bool>& units) {
-        int first = -1, last = -1;
-        for (size_t k = 1; k + 1 < units.size(); ++k)
-          if (units[k]) {
-            if (first < 0) first = int(k) - 1;
-            last = int(k) - 1;
-          }
-        return first == last ? "layer " + std::to_string(first)
-                             : "layers " + std::to_string(first) + "-" + std::to_string(last);
-      };
-      o << " the Adam m and v of " << layers_of(on_nvme) << " (" << nvme_params
+      // (the units on NVMe are decoder layers from the bottom up)
+      o << " the Adam m and v of " << layer_range(on_nvme) << " (" << nvme_params
         << " parameters × 8 B)";
       if (nvme_master_params)
-        o << " and the master weights of " << layers_of(master_on_nvme) << " ("
+        o << " and the master weights of " << layer_range(master_on_nvme) << " ("
           << nvme_master_params << " × 4 B)";
       o << " through " << nvme_update_slots << " update slots";
       if (nvme_load_slots) o << " and " << nvme_load_slots << " load slots";

@@ -10,6 +10,12 @@ size_t UnitState::state_bytes(int64_t numel) { return 3 * master_bytes(numel); }
 
 size_t UnitState::master_bytes(int64_t numel) { return round_up(size_t(numel) * 4); }
 
+size_t UnitState::host_state_bytes(int64_t numel, bool on_device, bool on_nvme,
+                                   bool master_on_nvme) {
+  if (on_device || master_on_nvme) return 0;
+  return on_nvme ? master_bytes(numel) : state_bytes(numel);
+}
+
 size_t UnitState::grad_bytes(int64_t numel, DType compute) {
   return round_up(size_t(numel) * dtype_size(compute));
 }

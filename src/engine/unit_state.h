@@ -19,7 +19,7 @@ struct UnitState {
   float* master = nullptr;
   float* m = nullptr;
   float* v = nullptr;
-  void* grad = nullptr;  // compute dtype, layout.numel elements (host units with clipping)
+  void* grad = nullptr;    // compute dtype, layout.numel elements (host units with clipping)
   bool on_device = false;  // master, m, v are device memory: the device updates this unit
   // m and v are on NVMe (engine/nvme_tier.h), and the master too where master_on_nvme (else it
   // stays in host memory, `master`); the pointers to what is on the disk point into an update
@@ -30,6 +30,9 @@ struct UnitState {
   static size_t state_bytes(int64_t numel);                // master, m, v
   static size_t master_bytes(int64_t numel);               // the master alone
   static size_t grad_bytes(int64_t numel, DType compute);  // the gradient
+  // What of the state a unit keeps in pinned host memory: nothing on the device or with its
+  // master on NVMe, the master alone with m and v on NVMe, else master, m and v.
+  static size_t host_state_bytes(int64_t numel, bool on_device, bool on_nvme, bool master_on_nvme);
   // Points master, m, v at consecutive ranges of `state` (state_bytes) and grad at `grad`; with
   // `master_only` (an NVMe unit whose master stays here: master_bytes), m and v stay null.
   void carve(void* state, void* grad, bool master_only = false);
