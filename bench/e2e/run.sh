@@ -71,6 +71,16 @@ p_dev = re.search(r"device peak: ([0-9.]+) GiB", plan)
 p_host = re.search(r"host peak: ([0-9.]+) GiB", plan)
 ratio = re.search(r"measured / predicted ([0-9.]+)", text)
 floor = re.search(r"the disk floor of a step is ([0-9.e+-]+) s", text)
+# The issue's three floors, from the constants `plan` measured in this call: the GPU work alone
+# (the layer's measured rate with its weights resident, the head's), the step's PCIe bytes at
+# 50 GB/s, the CPU AdamW of the host-updated parameters at the rate measured under copies.
+per = re.search(r"per step: compute ([0-9.]+) s, H2D ([0-9.]+) GB \(([0-9.]+) s\), D2H ([0-9.]+) GB "
+                r"\(([0-9.]+) s\), CPU AdamW ([0-9.]+) G params \(([0-9.]+) s\)", plan)
+floors = ""
+if per:
+    gpu_s, h2d_gb, d2h_gb, adam_s = (float(per.group(i)) for i in (1, 2, 4, 7))
+    floors = (f"; floors: GPU work {gpu_s:.2f} s, PCIe {h2d_gb:.1f} GB H2D + {d2h_gb:.1f} GB D2H at 50 GB/s "
+              f"{max(h2d_gb, d2h_gb) / 50:.2f} s, CPU AdamW {float(per.group(6)):.2f} G params {adam_s:.2f} s")
 pred = ""
 if p_step:
     meas_step = S * int(cfg.split("x")[1]) / tok
@@ -83,7 +93,7 @@ print(f"{cfg} cap {cap} clip {clip}: {tok:,.0f} tok/s, {tflops:.0f} TFLOPS, M {m
       f"engine device {dev.group(1) if dev else '?'} GiB, device peak (NVML) {int(peak_mib) / 1024:.1f} GiB, "
       f"{rss_text}, "
       f"start-up {su.group(1) if su else '?'} s, steps {[round(r) for r in rates]}"
-      + (f", GPU busy {busy[-1]} %" if busy else "") + pred
+      + (f", GPU busy {busy[-1]} %" if busy else "") + pred + floors
       + (f"; NVMe disk floor {float(floor.group(1)):.2f} s a step, measured step "
          f"{S * int(cfg.split('x')[1]) / tok:.2f} s: {float(floor.group(1)) / (S * int(cfg.split('x')[1]) / tok):.0%} "
          f"of the floor's rate" if floor else ""))
