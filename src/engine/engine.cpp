@@ -87,7 +87,8 @@ void Engine::upload_unit(int unit, void* device_params) {
   const int64_t n = h.layout.numel, tile = plan_.upload_tile;
   const size_t dsz = dtype_size(dt_);
   Event* t = tmark(*h2d_);
-  if (h.on_device) {  // its master is on the device already: only the cast
+  if (h.on_device) {  // its master is on the device already: only the cast, after its update
+    be_.wait(*h2d_, *device_updated_[size_t(unit)]);
     be_.convert(Tensor(device_params, dt_, {n}), Tensor(h.master, DType::kF32, {n}), *h2d_);
     tspan(TraceTrack::kH2D, "cast " + unit_name(unit) + " (GPU-resident)", t, *h2d_);
     return;
@@ -179,17 +180,8 @@ Engine::OuterPart& Engine::other(const OuterPart& o) {
 
 void Engine::send_outer_gradient(OuterPart& o) {
   if (on_device(o)) {
-    // Σ g² for the norm, read back on the gradient stream (in order behind the pieces already
-    // queued there); the update itself follows on the compute stream at once, or, clipping,
-    // once the norm is known (step()).
-    const int u = o.unit;
-    be_.sum_squares(parts_.sumsq + u, parts_.sumsq + units(), outer_grads(o), *compute_);
-    be_.record(*o.grads_ready, *compute_);
-    be_.wait(*grad_d2h_, *o.grads_ready);
-    be_.copy(host_sumsq_ + u, parts_.sumsq + u, sizeof(double), *grad_d2h_);
-    UpdateWorker* w = worker_.get();
-    double* ss = host_sumsq_ + u;
-    be_.host_callback(*grad_d2h_, [w, u, ss] { w->device_reduced(u, *ss); });
+    // The update follows at once, or, clipping, once the norm is known (step()).
+    reduce_on_device(o.unit, outer_grads(o), *o.grads_ready);
     if (!ring_) return;  // clipping
     update_on_device(o, 1.0f);
     return;
@@ -226,29 +218,45 @@ void Engine::reduce_and_send(int unit, float* grads, void* stage, int64_t n, Uni
 
 bool Engine::on_device(const OuterPart& o) const { return host_[size_t(o.unit)]->on_device; }
 
-void Engine::update_on_device(OuterPart& o, float grad_scale) {
-  UnitState& h = *host_[size_t(o.unit)];
-  const int64_t n = o.numel;
+void Engine::reduce_on_device(int u, Tensor grads, Event& ready) {
+  be_.sum_squares(parts_.sumsq + u, parts_.sumsq + units(), grads, *compute_);
+  be_.record(ready, *compute_);
+  be_.wait(*grad_d2h_, ready);
+  be_.copy(host_sumsq_ + u, parts_.sumsq + u, sizeof(double), *grad_d2h_);
+  UpdateWorker* w = worker_.get();
+  double* ss = host_sumsq_ + u;
+  be_.host_callback(*grad_d2h_, [w, u, ss] { w->device_reduced(u, *ss); });
+}
+
+void Engine::adamw_on_device(int u, Tensor grads, Tensor weights, float grad_scale, Event& done) {
+  UnitState& h = *host_[size_t(u)];
+  const int64_t n = h.layout.numel;
   AdamWParams hp = opt_.adamw;
   hp.lr = lr_;
   Event* t = tmark(*compute_);
-  void* weights = static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_);
-  const int u = o.unit;
   be_.adamw(Tensor(h.master, DType::kF32, {n}), Tensor(h.m, DType::kF32, {n}),
-            Tensor(h.v, DType::kF32, {n}), outer_grads(o), Tensor(weights, dt_, {n}), hp, step_,
-            grad_scale, parts_.nonfinite + u, *compute_);
+            Tensor(h.v, DType::kF32, {n}), grads, weights, hp, step_, grad_scale,
+            parts_.nonfinite + u, *compute_);
   tspan(TraceTrack::kCompute, "AdamW " + unit_name(u) + " (device)", t, *compute_, uint64_t(n) * 4);
-  be_.record(*o.stage_free, *compute_);  // its gradient has been read
-  o.version = step_;                     // the weights on the device carry this step's update
+  be_.record(done, *compute_);
+  be_.record(*device_updated_[size_t(u)], *compute_);
   // The count of weights the update left non-finite comes back on the gradient stream (nothing
   // later there waits for this update), and the worker stops the run where it is above 0: the
   // next wait or step raises it (sync_state, before any save, waits for this stream).
-  be_.wait(*grad_d2h_, *o.stage_free);
+  be_.wait(*grad_d2h_, done);
   be_.copy(host_nonfinite_ + u, parts_.nonfinite + u, sizeof(int64_t), *grad_d2h_);
   UpdateWorker* w = worker_.get();
   const int64_t* bad = host_nonfinite_ + u;
   be_.host_callback(*grad_d2h_,
                     [w, u, bad, step = step_, lr = lr_] { w->device_updated(u, step, *bad, lr); });
+}
+
+void Engine::update_on_device(OuterPart& o, float grad_scale) {
+  void* weights = static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_);
+  // stage_free: its gradient has been read.
+  adamw_on_device(o.unit, outer_grads(o), Tensor(weights, dt_, {o.numel}), grad_scale,
+                  *o.stage_free);
+  o.version = step_;  // the weights on the device carry this step's update
 }
 
 Engine::Slot& Engine::slot_of(int layer) { return *slots_[size_t(layer % opt_.window)]; }
@@ -527,11 +535,18 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
       layer_backward(be_, spec_, s.p, s.g, m.in, m.ws, rows(x, m), rows(grad_, m), *compute_);
     }
     tspan(TraceTrack::kCompute, "backward L" + std::to_string(j), t, *compute_);
-    be_.record(*s.params_free, *compute_);
     // x_j's buffer is free (x_{L-1}'s too: it is the one restore_[(L-1) % 2] reuses).
     be_.record(*restore_free_[j % 2], *compute_);
+    const bool resident = host_[size_t(1 + j)]->on_device;
+    if (resident) {  // updated now, before its gradient's buffer is reused, into its weights
+      const Tensor g(s.mem.grads, DType::kF32, {n});
+      reduce_on_device(1 + j, g, *s.grads_ready);
+      adamw_on_device(1 + j, g, Tensor(s.mem.params, dt_, {n}), 1.0f, *s.stage_free);
+      s.version = step_;  // still cached for the next forward where the slot keeps it
+    }
+    be_.record(*s.params_free, *compute_);
     if (j >= 1 && j < L - 1) restore(j - 1);  // x_{L-2} was brought back before the loop
-    reduce_and_send(1 + j, s.mem.grads, s.mem.stage, n, s);
+    if (!resident) reduce_and_send(1 + j, s.mem.grads, s.mem.stage, n, s);
   }
   if (!spec_.tie_word_embeddings) clear_outer_grads(*embed_part_);  // after the head's turn
   // transformers' nn.Embedding(padding_idx=pad_token_id) gives the pad row no gradient from the

@@ -1,8 +1,9 @@
 // defines: sf::Engine — the layer-sliding training step, written once against sf::Backend.
 //
 // Only W "cache units" of decoder layers live on the device; the outer unit (embedding, final
-// norm, head) stays resident, and where the plan says so the optimizer state of the embedding
-// and the head too (the GPU-resident share, updated on the device by Backend::adamw). Every byte
+// norm, head) stays resident, and where the plan says so the optimizer state of the embedding,
+// the head and the bottom layers too (the GPU-resident share, updated on the device by
+// Backend::adamw: a layer right after its backward, into the weights its slot holds). Every byte
 // comes from one EnginePlan (engine/plan.h). Each layer runs the step's samples in micro-batches of
 // at most M tokens (layer-major; gradients accumulate in the slot's fp32 buffers), so the
 // workspaces are sized by M, not by the step. Per step:
@@ -226,6 +227,13 @@ class Engine {
   // clipping, is updated on the device at once (with clipping at the step's end).
   void send_outer_gradient(OuterPart& part);
   void update_on_device(OuterPart& part, float grad_scale);
+  // GPU-resident unit u: Σ g² of its fp32 gradient for the norm, reduced on the compute stream
+  // (`ready` recorded after it) and read back to the optimizer on the gradient stream.
+  void reduce_on_device(int unit, Tensor grads, Event& ready);
+  // GPU-resident unit u: AdamW on the compute stream from its fp32 gradient, the updated weights
+  // also into `weights` (compute dtype; may be empty); `done` and the unit's device_updated_
+  // recorded after it; the count of weights it left non-finite read back to the optimizer.
+  void adamw_on_device(int unit, Tensor grads, Tensor weights, float grad_scale, Event& done);
   bool on_device(const OuterPart& part) const;
   void sync_state();     // every update done, the device ones too
   void forget_loaded();  // the device's weights must be uploaded again
@@ -279,6 +287,8 @@ class Engine {
   std::unique_ptr<Event> act_ready_[2], act_saved_[2], restored_[2], restore_free_[2];
   std::vector<char*> ckpt_;  // host checkpoint of each layer's input (none when on NVMe)
   float* host_loss_ = nullptr;
+  // Per unit: its last update on the device (a GPU-resident unit's load casts after it).
+  std::vector<std::unique_ptr<Event>> device_updated_;
   double* host_sumsq_ = nullptr;       // per unit: the GPU-resident units' Σ g², read back
   int64_t* host_nonfinite_ = nullptr;  // per unit: a device update's non-finite count, read back
   bool outer_shared_ = false;          // the embedding's and head's gradients share one buffer

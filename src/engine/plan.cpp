@@ -262,15 +262,24 @@ EnginePlan make_plan(const PlanRequest& r) {
   }
 
   // The GPU-resident share: the embedding, then the head — the units whose CPU updates end one
-  // step and start the next — while the budget holds their 12 B/param. For them M may halve, down
-  // to kSaturatingTokens (or the longest sample), where the layers' GEMMs already run at their
-  // full rate: fewer, larger micro-batches would buy less than the update they make room for.
+  // step and start the next — then, without clipping, decoder layers from the bottom (the first
+  // layers' updates are the last of a backward and the first the next forward needs), while the
+  // budget holds their 12 B/param; each takes 36 B/param of host traffic a step off the host.
+  // For them M may halve, down to kSaturatingTokens (or the longest sample), where the layers'
+  // GEMMs already run at their full rate: fewer, larger micro-batches would buy less than the
+  // update they make room for.
   p.on_device = none;
   const size_t head = units.size() - 1;
   if (!r.on_device.empty()) {
     SF_CHECK(r.on_device.size() == units.size(), "plan: on_device names ", r.on_device.size(),
              " units, the model has ", units.size());
     p.on_device = r.on_device;
+    // A layer's fp32 gradient lives in its cache slot only until the next layer's backward, so
+    // a GPU-resident layer is updated right after its own backward: never after a norm.
+    for (size_t k = 1; k < head; ++k)
+      SF_CHECK(!(p.on_device[k] && r.clipping), "plan: decoder layer ", k - 1,
+               "'s optimizer state on the device needs max_grad_norm 0 (its update cannot wait "
+               "for the global norm)");
   } else if (r.device_optimizer == DeviceOptimizer::kAll) {
     p.on_device[0] = p.on_device[head] = true;
   } else if (r.device_optimizer == DeviceOptimizer::kAuto && r.gpu_budget > 0 && r.devices == 1 &&
@@ -278,18 +287,23 @@ EnginePlan make_plan(const PlanRequest& r) {
     const int64_t floor_m = r.micro_tokens > 0
                                 ? p.micro_tokens
                                 : std::min(p.micro_tokens, std::max(longest, kSaturatingTokens));
-    for (size_t c : {size_t(0), head}) {
+    // Takes unit c where it fits at some M down to floor_m; says whether it did.
+    auto take = [&](size_t c) {
       std::vector<bool> trial = p.on_device;
       trial[c] = true;
       for (int64_t m = p.micro_tokens;; m = std::max(floor_m, (m + 1) / 2)) {
         if (fits(p.window, m, trial)) {
           p.on_device = trial;
           p.micro_tokens = m;
-          break;
+          return true;
         }
-        if (m <= floor_m) break;
+        if (m <= floor_m) return false;
       }
-    }
+    };
+    const bool embedding = take(0);
+    const bool outer = take(head) && embedding;
+    if (outer && !r.clipping)
+      for (size_t k = 1; k < head && take(k);) ++k;
   }
   p.mlp_tokens = std::min(p.mlp_tokens, p.micro_tokens);
   Sized s = size_device(r, p.window, p.micro_tokens, p.mlp_tokens, p.upload_tile, p.on_device);
@@ -527,11 +541,15 @@ std::string EnginePlan::describe() const {
   } else {
     o << device_params << " of " << params << " parameters updated on the device (";
     const char* sep = "";
-    for (size_t k = 0; k < on_device.size(); ++k)
-      if (on_device[k]) {
-        o << sep << (k == 0 ? "embedding" : k + 1 == on_device.size() ? "head" : "layer");
-        sep = ", ";
-      }
+    if (on_device.front()) {
+      o << "embedding";
+      sep = ", ";
+    }
+    if (on_device.back()) {
+      o << sep << "head";
+      sep = ", ";
+    }
+    if (std::string layers = layer_range(on_device); !layers.empty()) o << sep << layers;
     o << "), the rest on the host (CPU AdamW)";
   }
   o << "\n  host: " << gib(host.total()) << " — master weights and Adam m, v " << gib(host.state)

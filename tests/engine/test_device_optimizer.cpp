@@ -47,6 +47,106 @@ TEST(DeviceOptimizer, IsBitIdenticalWithTheHostOptimizer) {
   }
 }
 
+// Decoder layers on the device too: each updated right after its own backward, into the weights
+// its slot holds (cached for the next forward) or, evicted, cast again from its master after the
+// update. Bottom layers (the plan's choice), all of them, and a scattered set, over windows 1-3
+// and micro-batches: bit-identical with the all-host run, and the evaluation after it too.
+TEST(DeviceOptimizer, ResidentLayersAreBitIdenticalWithTheHostOptimizer) {
+  const fs::path dir = tiny_model("devopt_layers", "llama", false);
+  const ModelSpec spec = load_model_spec(dir);
+  const size_t units = size_t(spec.layers) + 2;
+  auto layers_on = [&](std::vector<int> layers) {
+    std::vector<bool> on(units, false);
+    on.front() = on.back() = true;
+    for (int i : layers) on[size_t(1 + i)] = true;
+    return on;
+  };
+  for (int window : {1, 2, 3})
+    for (int64_t micro : {int64_t(0), int64_t(24)}) {
+      EngineOptions host_opt = with(DeviceOptimizer::kOff, 0.0f);
+      host_opt.window = window;
+      host_opt.micro_tokens = micro;
+      const TrainRun host = train(dir, host_opt, 4, /*whole=*/true);
+      for (const std::vector<int>& layers :
+           {std::vector<int>{0, 1}, std::vector<int>{0, 1, 2, 3, 4}, std::vector<int>{1, 3}}) {
+        EngineOptions opt = host_opt;
+        opt.device_optimizer = DeviceOptimizer::kAuto;
+        opt.on_device = layers_on(layers);
+        auto be = make_cpu_backend();
+        Engine e(*be, spec, opt);
+        load_model_weights(e, dir);
+        EXPECT_EQ(e.plan().on_device, opt.on_device);
+        std::vector<double> losses;
+        for (int s = 0; s < 4; ++s)
+          losses.push_back(
+              e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
+        const std::string what = "window " + std::to_string(window) + " micro " +
+                                 std::to_string(micro) + " layers " +
+                                 std::to_string(layers.size()) + " from " +
+                                 std::to_string(layers.front());
+        EXPECT_EQ(losses, host.losses) << what;
+        const Batch b = random_batch(9, spec.vocab, {9, 20});
+        const double eval = e.evaluate(b).loss_sum;
+        EXPECT_EQ(all_weights(e), host.weights) << what;
+        Engine h(*be, spec, host_opt);
+        std::vector<std::vector<float>> state = copy_state(e);
+        load_state(h, state, 4);
+        EXPECT_EQ(h.evaluate(b).loss_sum, eval) << what;
+      }
+    }
+}
+
+// The plan: decoder layers from the bottom after the embedding and the head, as many as the
+// budget holds, without clipping only; a layer asked for with clipping is refused.
+TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
+  const fs::path dir = tiny_model("devopt_plan_layers", "llama", false);
+  PlanRequest r;
+  r.spec = load_model_spec(dir);
+  r.dtype = DType::kBF16;
+  r.max_tokens = 4096;
+  r.max_sequences = 16;
+  r.max_sample_tokens = 256;
+  r.device_optimizer = DeviceOptimizer::kAll;
+  r.gpu_budget = 0;
+  const EnginePlan outer = make_plan(r);  // the embedding and the head: what kAll takes
+  const std::vector<UnitLayout> units = unit_layouts(r.spec);
+  const uint64_t layer = UnitState::state_bytes(units[1].numel);
+  r.device_optimizer = DeviceOptimizer::kAuto;
+  for (int n : {0, 1, 3, 5}) {
+    r.gpu_budget = outer.device_total() + uint64_t(n) * layer + 512;
+    const EnginePlan p = make_plan(r);
+    std::vector<bool> want(units.size(), false);
+    want.front() = want.back() = true;
+    for (int i = 0; i < n; ++i) want[size_t(1 + i)] = true;
+    EXPECT_EQ(p.on_device, want) << n << " layers' state fits";
+    EXPECT_EQ(p.device.optimizer, outer.device.optimizer + uint64_t(n) * layer);
+    EXPECT_EQ(p.host.state, outer.host.state - uint64_t(n) * layer);
+    EXPECT_LE(p.device_total(), r.gpu_budget);
+    if (n > 0) {
+      const std::string d = p.describe();
+      EXPECT_NE(d.find(n == 1 ? "(embedding, head, layer 0)"
+                              : "(embedding, head, layers 0-" + std::to_string(n - 1) + ")"),
+                std::string::npos)
+          << d;
+    }
+  }
+  r.clipping = true;  // the same budget: only the outer units
+  const EnginePlan clipped = make_plan(r);
+  EXPECT_EQ(clipped.device_params, units.front().numel + units.back().numel);
+  std::vector<bool> asked(units.size(), false);
+  asked[2] = true;
+  r.on_device = asked;
+  try {
+    make_plan(r);
+    ADD_FAILURE() << "a GPU-resident layer with clipping was planned";
+  } catch (const Error& x) {
+    EXPECT_NE(std::string(x.what()).find("decoder layer 1's optimizer state on the device needs "
+                                         "max_grad_norm 0"),
+              std::string::npos)
+        << x.what();
+  }
+}
+
 TEST(DeviceOptimizer, NormsGradientsAndPlanAgree) {
   const fs::path dir = tiny_model("devopt_norm", "qwen2", false);
   auto be = make_cpu_backend();

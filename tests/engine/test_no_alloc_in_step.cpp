@@ -1,11 +1,12 @@
 // Issue 12 item 9: no cudaMalloc or cudaHostAlloc inside a step. Every allocation of device or
 // pinned memory the backends make is counted (backend_allocations); after the engine is built and
 // the weights are in, steps (with and without clipping, micro-batched, with the GPU-resident
-// share) and evaluations add none, on the CPU backend and on CUDA. On CUDA the device memory in
-// use is also unchanged across the steps after the first, so no library (cuBLASLt, cuDNN) kept
-// memory it took during one. (The first step may add some — CUDA and the libraries set up
-// kernels and handles on first use: 2 MiB on the GPU machine with CUDA's default lazy module
-// loading, 56 MiB with CUDA_MODULE_LOADING=EAGER — which the plan's library reserve covers.)
+// share, decoder layers in it too) and evaluations add none, on the CPU backend and on CUDA. On
+// CUDA the device memory in use is also unchanged across the steps after the first, so no library
+// (cuBLASLt, cuDNN) kept memory it took during one. (The first step may add some — CUDA and the
+// libraries set up kernels and handles on first use: 2 MiB on the GPU machine with CUDA's default
+// lazy module loading, 56 MiB with CUDA_MODULE_LOADING=EAGER — which the plan's library reserve
+// covers.)
 #include <gtest/gtest.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -52,6 +53,9 @@ std::vector<EngineOptions> variants() {
         EngineOptions o = run_options(2, clip);
         o.micro_tokens = micro;
         o.device_optimizer = d;
+        out.push_back(o);
+        if (clip > 0 || d == DeviceOptimizer::kOff) continue;
+        o.on_device.assign(7, true);  // every unit of the 5-layer model: the layers too
         out.push_back(o);
       }
   return out;
