@@ -80,10 +80,9 @@ TEST(DeviceOptimizer, ResidentLayersAreBitIdenticalWithTheHostOptimizer) {
         for (int s = 0; s < 4; ++s)
           losses.push_back(
               e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
-        const std::string what = "window " + std::to_string(window) + " micro " +
-                                 std::to_string(micro) + " layers " +
-                                 std::to_string(layers.size()) + " from " +
-                                 std::to_string(layers.front());
+        const std::string what =
+            "window " + std::to_string(window) + " micro " + std::to_string(micro) + " layers " +
+            std::to_string(layers.size()) + " from " + std::to_string(layers.front());
         EXPECT_EQ(losses, host.losses) << what;
         const Batch b = random_batch(9, spec.vocab, {9, 20});
         const double eval = e.evaluate(b).loss_sum;
