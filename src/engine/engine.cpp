@@ -228,7 +228,7 @@ void Engine::reduce_on_device(int u, Tensor grads, Event& ready) {
   be_.host_callback(*grad_d2h_, [w, u, ss] { w->device_reduced(u, *ss); });
 }
 
-void Engine::adamw_on_device(int u, Tensor grads, Tensor weights, float grad_scale, Event& done) {
+void Engine::adamw_on_device(int u, Tensor grads, Tensor weights, float grad_scale, Event* done) {
   UnitState& h = *host_[size_t(u)];
   const int64_t n = h.layout.numel;
   AdamWParams hp = opt_.adamw;
@@ -238,12 +238,13 @@ void Engine::adamw_on_device(int u, Tensor grads, Tensor weights, float grad_sca
             Tensor(h.v, DType::kF32, {n}), grads, weights, hp, step_, grad_scale,
             parts_.nonfinite + u, *compute_);
   tspan(TraceTrack::kCompute, "AdamW " + unit_name(u) + " (device)", t, *compute_, uint64_t(n) * 4);
-  be_.record(done, *compute_);
-  be_.record(*device_updated_[size_t(u)], *compute_);
+  Event& updated = *device_updated_[size_t(u)];
+  be_.record(updated, *compute_);
+  if (done) be_.record(*done, *compute_);
   // The count of weights the update left non-finite comes back on the gradient stream (nothing
   // later there waits for this update), and the worker stops the run where it is above 0: the
   // next wait or step raises it (sync_state, before any save, waits for this stream).
-  be_.wait(*grad_d2h_, done);
+  be_.wait(*grad_d2h_, updated);
   be_.copy(host_nonfinite_ + u, parts_.nonfinite + u, sizeof(int64_t), *grad_d2h_);
   UpdateWorker* w = worker_.get();
   const int64_t* bad = host_nonfinite_ + u;
@@ -255,7 +256,7 @@ void Engine::update_on_device(OuterPart& o, float grad_scale) {
   void* weights = static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_);
   // stage_free: its gradient has been read.
   adamw_on_device(o.unit, outer_grads(o), Tensor(weights, dt_, {o.numel}), grad_scale,
-                  *o.stage_free);
+                  o.stage_free.get());
   o.version = step_;  // the weights on the device carry this step's update
 }
 
@@ -539,9 +540,11 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
     be_.record(*restore_free_[j % 2], *compute_);
     const bool resident = host_[size_t(1 + j)]->on_device;
     if (resident) {  // updated now, before its gradient's buffer is reused, into its weights
+      // None of the slot's events: they order its stage's D2H, which a host layer's gradient
+      // may still be in (one slot), and which this update does not touch.
       const Tensor g(s.mem.grads, DType::kF32, {n});
-      reduce_on_device(1 + j, g, *s.grads_ready);
-      adamw_on_device(1 + j, g, Tensor(s.mem.params, dt_, {n}), 1.0f, *s.stage_free);
+      reduce_on_device(1 + j, g, *device_reduced_[size_t(1 + j)]);
+      adamw_on_device(1 + j, g, Tensor(s.mem.params, dt_, {n}), 1.0f, nullptr);
       s.version = step_;  // still cached for the next forward where the slot keeps it
     }
     be_.record(*s.params_free, *compute_);

@@ -231,9 +231,10 @@ class Engine {
   // (`ready` recorded after it) and read back to the optimizer on the gradient stream.
   void reduce_on_device(int unit, Tensor grads, Event& ready);
   // GPU-resident unit u: AdamW on the compute stream from its fp32 gradient, the updated weights
-  // also into `weights` (compute dtype; may be empty); `done` and the unit's device_updated_
-  // recorded after it; the count of weights it left non-finite read back to the optimizer.
-  void adamw_on_device(int unit, Tensor grads, Tensor weights, float grad_scale, Event& done);
+  // also into `weights` (compute dtype; may be empty); the unit's device_updated_ and `done`
+  // (where given) recorded after it; the count of weights it left non-finite read back to the
+  // optimizer.
+  void adamw_on_device(int unit, Tensor grads, Tensor weights, float grad_scale, Event* done);
   bool on_device(const OuterPart& part) const;
   void sync_state();     // every update done, the device ones too
   void forget_loaded();  // the device's weights must be uploaded again
@@ -287,8 +288,9 @@ class Engine {
   std::unique_ptr<Event> act_ready_[2], act_saved_[2], restored_[2], restore_free_[2];
   std::vector<char*> ckpt_;  // host checkpoint of each layer's input (none when on NVMe)
   float* host_loss_ = nullptr;
-  // Per unit: its last update on the device (a GPU-resident unit's load casts after it).
-  std::vector<std::unique_ptr<Event>> device_updated_;
+  // Per unit: its last update on the device (a GPU-resident unit's load casts after it), and for
+  // a GPU-resident layer its Σ g² (read back after it).
+  std::vector<std::unique_ptr<Event>> device_updated_, device_reduced_;
   double* host_sumsq_ = nullptr;       // per unit: the GPU-resident units' Σ g², read back
   int64_t* host_nonfinite_ = nullptr;  // per unit: a device update's non-finite count, read back
   bool outer_shared_ = false;          // the embedding's and head's gradients share one buffer

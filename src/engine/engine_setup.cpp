@@ -206,7 +206,10 @@ void Engine::setup_device(const PlanRequest& req) {
   for (auto& s : slots_) s->create(be_);
   embed_part_->create(be_);
   head_part_->create(be_);
-  for (size_t u = 0; u < host_.size(); ++u) device_updated_.push_back(be_.create_event());
+  for (size_t u = 0; u < host_.size(); ++u) {
+    device_updated_.push_back(be_.create_event());
+    device_reduced_.push_back(be_.create_event());
+  }
   for (int k = 0; k < 2; ++k) {
     act_saved_[k] = be_.create_event();
     act_ready_[k] = be_.create_event();

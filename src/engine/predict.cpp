@@ -105,6 +105,10 @@ struct Sim {
       } else if (j == L - 1) {
         restore_ready = restore_end;
       }
+      if (plan.on_device[size_t(1 + j)]) {  // updated on the device right after its backward
+        ready[size_t(1 + j)] = comp;
+        continue;
+      }
       d2h = std::max(d2h, comp) + grad_d2h(size_t(1 + j));
       arrivals.push_back({d2h, size_t(1 + j)});
     }

@@ -4,7 +4,7 @@
 // load stream). Against the same run with every unit on the host: the first step's loss is the
 // same bits (same weights, same kernels) and the run tracks it at bf16 tolerance — the device
 // update reads the fp32 gradient where the CPU AdamW reads its bf16 copy — while a load that did
-// not wait for the update would read weights a whole step stale (|Δw| ≈ lr, 25× the bound here).
+// not wait for the update would read weights a whole step stale (|Δw| ≈ lr, twice the bound).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,7 +67,9 @@ TEST(CudaResidentLayers, TrackTheHostOptimizer) {
         for (size_t k = 0; k < w.size(); ++k)
           for (size_t i = 0; i < w[k].size(); ++i)
             worst = std::max(worst, std::fabs(double(w[k][i]) - host_w[k][i]));
-        EXPECT_LT(worst, 0.1 * kLr * kSteps / 4) << what;  // bf16 noise, not a step's update
+        // bf16 noise (0.0023 on the H100, 2026-12-06), not a step's update (a host layer's
+        // gradient overwritten in a shared stage by the next one's gave 0.014-0.028)
+        EXPECT_LT(worst, 0.5 * kLr) << what;
         std::printf("[ resident ] %s: max |Δw| %.3g\n", what.c_str(), worst);
       }
     }
