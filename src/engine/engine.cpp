@@ -455,6 +455,21 @@ StepResult Engine::step(const Batch& batch, float lr) {
     const float clip = clip_factor(r.grad_norm, opt_.max_grad_norm);
     for (OuterPart* o : {embed_part_.get(), head_part_.get()})
       if (on_device(*o)) update_on_device(*o, clip);
+    for (int j = 0; j < int(spec_.layers); ++j) {
+      const UnitState& h = *host_[size_t(1 + j)];
+      if (!h.on_device) continue;
+      // Into the weights of a slot that still holds the layer (the bottom W after a backward),
+      // which then carry this step's update; any other is cast again from its master.
+      Slot& s = slot_of(j);
+      const bool cached = s.layer == j && s.version == want_version_;
+      const int64_t n = h.layout.numel;
+      adamw_on_device(1 + j, Tensor(h.grad, DType::kF32, {n}),
+                      cached ? Tensor(s.mem.params, dt_, {n}) : Tensor(), clip, nullptr);
+      if (cached) {
+        s.version = step_;
+        be_.record(*s.params_free, *compute_);
+      }
+    }
   }
   if (trace_) trace_->end_step(t_step, Trace::now_us());
   SF_CHECK(std::isfinite(r.loss) && std::isfinite(r.grad_norm), "step ", step_, ": the loss (",
@@ -538,18 +553,24 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
     tspan(TraceTrack::kCompute, "backward L" + std::to_string(j), t, *compute_);
     // x_j's buffer is free (x_{L-1}'s too: it is the one restore_[(L-1) % 2] reuses).
     be_.record(*restore_free_[j % 2], *compute_);
-    const bool resident = host_[size_t(1 + j)]->on_device;
-    if (resident) {  // updated now, before its gradient's buffer is reused, into its weights
-      // None of the slot's events: they order its stage's D2H, which a host layer's gradient
-      // may still be in (one slot), and which this update does not touch.
+    const UnitState& h = *host_[size_t(1 + j)];
+    if (h.on_device) {
+      // Updated now, before its gradient's buffer is reused, into the weights its slot holds
+      // (still cached for the next forward where the slot keeps them); clipping, its gradient is
+      // kept for the update after the norm (step()). None of the slot's events: they order its
+      // stage's D2H, which a host layer's gradient may still be in (one slot).
       const Tensor g(s.mem.grads, DType::kF32, {n});
       reduce_on_device(1 + j, g, *device_reduced_[size_t(1 + j)]);
-      adamw_on_device(1 + j, g, Tensor(s.mem.params, dt_, {n}), 1.0f, nullptr);
-      s.version = step_;  // still cached for the next forward where the slot keeps it
+      if (ring_) {
+        adamw_on_device(1 + j, g, Tensor(s.mem.params, dt_, {n}), 1.0f, nullptr);
+        s.version = step_;
+      } else {
+        be_.copy(h.grad, g.data, size_t(n) * 4, *compute_);
+      }
     }
     be_.record(*s.params_free, *compute_);
     if (j >= 1 && j < L - 1) restore(j - 1);  // x_{L-2} was brought back before the loop
-    if (!resident) reduce_and_send(1 + j, s.mem.grads, s.mem.stage, n, s);
+    if (!h.on_device) reduce_and_send(1 + j, s.mem.grads, s.mem.stage, n, s);
   }
   if (!spec_.tie_word_embeddings) clear_outer_grads(*embed_part_);  // after the head's turn
   // transformers' nn.Embedding(padding_idx=pad_token_id) gives the pad row no gradient from the

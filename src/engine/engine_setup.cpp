@@ -194,7 +194,13 @@ void Engine::setup_device(const PlanRequest& req) {
   dev_ = be_.alloc(MemoryKind::kDevice, plan_.device.engine(), "device cache units and workspace");
   parts_ = carve_device(spec_, dt_, dims, dev_.data(), nullptr);
   for (size_t u = 0; u < host_.size(); ++u)
-    if (host_[u]->on_device) host_[u]->carve(parts_.unit_state[u], nullptr);
+    if (host_[u]->on_device) {  // a layer's, clipping: its fp32 gradient after the state
+      const bool layer = u > 0 && u + 1 < host_.size();
+      char* state = static_cast<char*>(parts_.unit_state[u]);
+      host_[u]->carve(state, layer && req.clipping
+                                 ? state + UnitState::state_bytes(host_[u]->layout.numel)
+                                 : nullptr);
+    }
   for (int k = 0; k < opt_.window; ++k) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->mem = parts_.slots[size_t(k)];
@@ -540,9 +546,11 @@ std::vector<float> Engine::gradient(const std::string& name) {
            "gradient('", name, "'): without clipping gradients pass ",
            "through a ring and are not kept");
   std::vector<float> out(size_t(e->numel));
-  if (host_[size_t(u)]->on_device) {  // its fp32 gradient is still in the outer buffer
-    const OuterPart& o = u == 0 ? *embed_part_ : *head_part_;
-    be_.copy(out.data(), outer_grads(o).f32() + e->offset, out.size() * 4, *compute_);
+  if (host_[size_t(u)]->on_device) {  // fp32: in the outer buffer, or a layer's own (device)
+    const float* src = u == 0 || u + 1 == units()
+                           ? outer_grads(u == 0 ? *embed_part_ : *head_part_).f32() + e->offset
+                           : static_cast<const float*>(host_[size_t(u)]->grad) + e->offset;
+    be_.copy(out.data(), src, out.size() * 4, *compute_);
     be_.synchronize(*compute_);
     return out;
   }

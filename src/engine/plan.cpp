@@ -172,8 +172,15 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   p.head_workspace = b.take_bytes(HeadWorkspace::bytes_needed(spec, d.micro_tokens, dt));
   section(&n.workspace);
   p.unit_state.assign(units.size(), nullptr);
+  // A GPU-resident layer with clipping also keeps its fp32 gradient until the norm is known (its
+  // slot's is overwritten by the next layer's backward): UnitState::grad, right after its state.
   for (size_t u = 0; u < d.on_device.size() && u < units.size(); ++u)
-    if (d.on_device[u]) p.unit_state[u] = b.take_bytes(UnitState::state_bytes(units[u].numel));
+    if (d.on_device[u]) {
+      const bool layer = u > 0 && u + 1 < units.size();
+      p.unit_state[u] =
+          b.take_bytes(UnitState::state_bytes(units[u].numel) +
+                       (layer && d.clipping ? UnitState::master_bytes(units[u].numel) : 0));
+    }
   section(&n.optimizer);
   if (bytes) *bytes = n;
   return p;
@@ -262,9 +269,10 @@ EnginePlan make_plan(const PlanRequest& r) {
   }
 
   // The GPU-resident share: the embedding, then the head — the units whose CPU updates end one
-  // step and start the next — then, without clipping, decoder layers from the bottom (the first
-  // layers' updates are the last of a backward and the first the next forward needs), while the
-  // budget holds their 12 B/param; each takes 36 B/param of host traffic a step off the host.
+  // step and start the next — then decoder layers from the bottom (the first layers' updates are
+  // the last of a backward and the first the next forward needs), while the budget holds their
+  // 12 B/param (16 with clipping: the fp32 gradient waits for the norm); each takes 36 B/param of
+  // host traffic a step off the host.
   // For them M may halve, down to kSaturatingTokens (or the longest sample), where the layers'
   // GEMMs already run at their full rate: fewer, larger micro-batches would buy less than the
   // update they make room for.
@@ -274,12 +282,6 @@ EnginePlan make_plan(const PlanRequest& r) {
     SF_CHECK(r.on_device.size() == units.size(), "plan: on_device names ", r.on_device.size(),
              " units, the model has ", units.size());
     p.on_device = r.on_device;
-    // A layer's fp32 gradient lives in its cache slot only until the next layer's backward, so
-    // a GPU-resident layer is updated right after its own backward: never after a norm.
-    for (size_t k = 1; k < head; ++k)
-      SF_CHECK(!(p.on_device[k] && r.clipping), "plan: decoder layer ", k - 1,
-               "'s optimizer state on the device needs max_grad_norm 0 (its update cannot wait "
-               "for the global norm)");
   } else if (r.device_optimizer == DeviceOptimizer::kAll) {
     p.on_device[0] = p.on_device[head] = true;
   } else if (r.device_optimizer == DeviceOptimizer::kAuto && r.gpu_budget > 0 && r.devices == 1 &&
@@ -302,7 +304,7 @@ EnginePlan make_plan(const PlanRequest& r) {
     };
     const bool embedding = take(0);
     const bool outer = take(head) && embedding;
-    if (outer && !r.clipping)
+    if (outer)
       for (size_t k = 1; k < head && take(k);) ++k;
   }
   p.mlp_tokens = std::min(p.mlp_tokens, p.micro_tokens);

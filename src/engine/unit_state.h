@@ -19,7 +19,10 @@ struct UnitState {
   float* master = nullptr;
   float* m = nullptr;
   float* v = nullptr;
-  void* grad = nullptr;    // compute dtype, layout.numel elements (host units with clipping)
+  // The gradient held until the update: compute dtype in host memory for host units with
+  // clipping (and the plan's held ones without); fp32 in device memory for a GPU-resident layer
+  // with clipping (the embedding's and head's stay in the outer unit's gradient buffer).
+  void* grad = nullptr;
   bool on_device = false;  // master, m, v are device memory: the device updates this unit
   // m and v are on NVMe (engine/nvme_tier.h), and the master too where master_on_nvme (else it
   // stays in host memory, `master`); the pointers to what is on the disk point into an update

@@ -1,10 +1,11 @@
 // GPU-resident decoder layers on CUDA (the plan's share past the embedding and the head): each is
-// updated on the device right after its own backward, into the weights its slot holds, and a layer
-// evicted before the next forward is cast again from its master after that update (an event on the
-// load stream). Against the same run with every unit on the host: the first step's loss is the
-// same bits (same weights, same kernels) and the run tracks it at bf16 tolerance — the device
-// update reads the fp32 gradient where the CPU AdamW reads its bf16 copy — while a load that did
-// not wait for the update would read weights a whole step stale (|Δw| ≈ lr, twice the bound).
+// updated on the device right after its own backward (clipping: after the norm, from the fp32
+// gradient it kept), into the weights its slot holds, and a layer evicted before the next forward
+// is cast again from its master after that update (an event on the load stream). Against the same
+// run with every unit on the host: the first step's loss is the same bits (same weights, same
+// kernels) and the run tracks it at bf16 tolerance — the device update reads the fp32 gradient
+// where the CPU AdamW reads its bf16 copy — while a load that did not wait for the update would
+// read weights a whole step stale (|Δw| ≈ lr, twice the bound).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,55 +25,56 @@ TEST(CudaResidentLayers, TrackTheHostOptimizer) {
   const size_t units = size_t(spec.layers) + 2;
   constexpr int kSteps = 4;
   constexpr float kLr = 1e-2f;
-  for (int window : {1, 2, 3})
-    for (int64_t micro : {int64_t(0), int64_t(24)}) {
-      CudaBackendOptions bo;
-      bo.max_tokens = micro > 0 ? micro : 64;
-      bo.hidden = spec.hidden;
-      bo.vocab = spec.vocab;
-      bo.max_heads = spec.heads;
-      auto be = make_cuda_backend(bo);
-      EngineOptions host_opt = run_options(window, 0.0f);
-      host_opt.micro_tokens = micro;
-      host_opt.device_optimizer = DeviceOptimizer::kOff;
-      auto run = [&](const EngineOptions& opt, std::vector<double>* losses) {
-        Engine e(*be, spec, opt);
-        load_model_weights(e, dir);
-        if (!opt.on_device.empty()) {
-          EXPECT_EQ(e.plan().on_device, opt.on_device);
+  for (float clip : {0.0f, 1.0f})
+    for (int window : {1, 2, 3})
+      for (int64_t micro : {int64_t(0), int64_t(24)}) {
+        CudaBackendOptions bo;
+        bo.max_tokens = micro > 0 ? micro : 64;
+        bo.hidden = spec.hidden;
+        bo.vocab = spec.vocab;
+        bo.max_heads = spec.heads;
+        auto be = make_cuda_backend(bo);
+        EngineOptions host_opt = run_options(window, clip);
+        host_opt.micro_tokens = micro;
+        host_opt.device_optimizer = DeviceOptimizer::kOff;
+        auto run = [&](const EngineOptions& opt, std::vector<double>* losses) {
+          Engine e(*be, spec, opt);
+          load_model_weights(e, dir);
+          if (!opt.on_device.empty()) {
+            EXPECT_EQ(e.plan().on_device, opt.on_device);
+          }
+          for (int s = 0; s < kSteps; ++s)
+            losses->push_back(
+                e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), kLr).loss);
+          return all_weights(e);
+        };
+        std::vector<double> host_losses;
+        const std::vector<std::vector<float>> host_w = run(host_opt, &host_losses);
+        for (const std::vector<int>& layers : {std::vector<int>{0, 1}, std::vector<int>{1, 3}}) {
+          EngineOptions opt = host_opt;
+          opt.on_device.assign(units, false);
+          opt.on_device.front() = opt.on_device.back() = true;
+          for (int i : layers) opt.on_device[size_t(1 + i)] = true;
+          std::vector<double> losses;
+          const std::vector<std::vector<float>> w = run(opt, &losses);
+          const std::string what = "clip " + std::to_string(clip) + " window " +
+                                   std::to_string(window) + " M " + std::to_string(micro) +
+                                   " layers from " + std::to_string(layers.front());
+          EXPECT_EQ(losses.front(), host_losses.front()) << what;
+          for (int s = 1; s < kSteps; ++s)
+            EXPECT_NEAR(losses[size_t(s)], host_losses[size_t(s)], 1e-2 * host_losses[size_t(s)])
+                << what << " step " << s;
+          ASSERT_EQ(w.size(), host_w.size());
+          double worst = 0;
+          for (size_t k = 0; k < w.size(); ++k)
+            for (size_t i = 0; i < w[k].size(); ++i)
+              worst = std::max(worst, std::fabs(double(w[k][i]) - host_w[k][i]));
+          // bf16 noise (0.0023 on the H100, 2026-12-06), not a step's update (a host layer's
+          // gradient overwritten in a shared stage by the next one's gave 0.014-0.028)
+          EXPECT_LT(worst, 0.5 * kLr) << what;
+          std::printf("[ resident ] %s: max |Δw| %.3g\n", what.c_str(), worst);
         }
-        for (int s = 0; s < kSteps; ++s)
-          losses->push_back(
-              e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), kLr).loss);
-        return all_weights(e);
-      };
-      std::vector<double> host_losses;
-      const std::vector<std::vector<float>> host_w = run(host_opt, &host_losses);
-      for (const std::vector<int>& layers : {std::vector<int>{0, 1}, std::vector<int>{1, 3}}) {
-        EngineOptions opt = host_opt;
-        opt.on_device.assign(units, false);
-        opt.on_device.front() = opt.on_device.back() = true;
-        for (int i : layers) opt.on_device[size_t(1 + i)] = true;
-        std::vector<double> losses;
-        const std::vector<std::vector<float>> w = run(opt, &losses);
-        const std::string what = "window " + std::to_string(window) + " M " +
-                                 std::to_string(micro) + " layers from " +
-                                 std::to_string(layers.front());
-        EXPECT_EQ(losses.front(), host_losses.front()) << what;
-        for (int s = 1; s < kSteps; ++s)
-          EXPECT_NEAR(losses[size_t(s)], host_losses[size_t(s)], 1e-2 * host_losses[size_t(s)])
-              << what << " step " << s;
-        ASSERT_EQ(w.size(), host_w.size());
-        double worst = 0;
-        for (size_t k = 0; k < w.size(); ++k)
-          for (size_t i = 0; i < w[k].size(); ++i)
-            worst = std::max(worst, std::fabs(double(w[k][i]) - host_w[k][i]));
-        // bf16 noise (0.0023 on the H100, 2026-12-06), not a step's update (a host layer's
-        // gradient overwritten in a shared stage by the next one's gave 0.014-0.028)
-        EXPECT_LT(worst, 0.5 * kLr) << what;
-        std::printf("[ resident ] %s: max |Δw| %.3g\n", what.c_str(), worst);
       }
-    }
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ std::vector<EngineOptions> variants() {
         o.micro_tokens = micro;
         o.device_optimizer = d;
         out.push_back(o);
-        if (clip > 0 || d == DeviceOptimizer::kOff) continue;
+        if (d == DeviceOptimizer::kOff) continue;
         o.on_device.assign(7, true);  // every unit of the 5-layer model: the layers too
         out.push_back(o);
       }
