@@ -25,6 +25,17 @@ using namespace test_engine;
 // models (the embedding, the head) takes several, the last one short.
 constexpr int64_t kPiece = 1000;
 
+// A bf16 plan of a tiny Llama for steps of 4096 tokens in samples of at most 256.
+PlanRequest plan_request(const std::string& name) {
+  PlanRequest r;
+  r.spec = load_model_spec(tiny_model(name, "llama", false));
+  r.dtype = DType::kBF16;
+  r.max_tokens = 4096;
+  r.max_sequences = 16;
+  r.max_sample_tokens = 256;
+  return r;
+}
+
 EngineOptions with(DeviceOptimizer d, float clip) {
   EngineOptions opt = run_options(2, clip);
   opt.device_optimizer = d;
@@ -115,13 +126,7 @@ TEST(DeviceOptimizer, ResidentLayersAreBitIdenticalWithTheHostOptimizer) {
 // The plan: decoder layers from the bottom after the embedding and the head, as many as the
 // budget holds: 12 B/param each, 16 with clipping (the fp32 gradient kept for the update).
 TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
-  const fs::path dir = tiny_model("devopt_plan_layers", "llama", false);
-  PlanRequest r;
-  r.spec = load_model_spec(dir);
-  r.dtype = DType::kBF16;
-  r.max_tokens = 4096;
-  r.max_sequences = 16;
-  r.max_sample_tokens = 256;
+  PlanRequest r = plan_request("devopt_plan_layers");
   r.device_optimizer = DeviceOptimizer::kAll;
   r.gpu_budget = 0;
   const EnginePlan outer = make_plan(r);  // the embedding and the head: what kAll takes
@@ -355,13 +360,7 @@ TEST(DeviceOptimizer, CheckpointsHoldTheDeviceTensors) {
 }
 
 TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) {
-  const fs::path dir = tiny_model("devopt_plan", "llama", false);
-  PlanRequest r;
-  r.spec = load_model_spec(dir);
-  r.dtype = DType::kBF16;
-  r.max_tokens = 4096;
-  r.max_sequences = 16;
-  r.max_sample_tokens = 256;
+  PlanRequest r = plan_request("devopt_plan");
   r.device_optimizer = DeviceOptimizer::kOff;
   const EnginePlan off = make_plan(r);
   const std::vector<UnitLayout> units = unit_layouts(r.spec);
