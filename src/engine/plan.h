@@ -29,9 +29,10 @@
 namespace sf {
 
 // Which units' optimizer state lives on the device. kAuto: what fits the budget after the
-// window and micro-batch (none without a budget) — the embedding, the head, then decoder layers
-// from the bottom up; kOff: none; kAll: the embedding and the head, whatever the budget says (a
-// budget too small is then an error).
+// window and micro-batch (none without a budget) — the embedding, the head, then, without
+// clipping, decoder layers from the bottom up; kOff: none; kAll: the embedding and the head,
+// whatever the budget says (a budget too small is then an error). PlanRequest::on_device may name
+// layers with clipping too.
 enum class DeviceOptimizer { kAuto, kOff, kAll };
 
 struct PlanRequest {

@@ -330,9 +330,9 @@ std::vector<OptionSpec> make_options() {
        SF_GET { return std::to_string(c.micro_batch_tokens); }},
       {"device_optimizer", {}, Type::kEnum,
        "where the optimizer state lives: auto (on the device where gpu_memory leaves room "
-       "after the window and micro-batch: the embedding's, the head's, then decoder layers' "
-       "from the bottom), off (all on the host), all (the embedding's and head's on the "
-       "device, whatever the budget)",
+       "after the window and micro-batch: the embedding's, the head's, then, without clipping, "
+       "decoder layers' from the bottom), off (all on the host), all (the embedding's and "
+       "head's on the device, whatever the budget)",
        "", kDeviceOptimizer, "engine",
        SF_SET { c.device_optimizer = pick(v, w, kDeviceOptimizer); },
        SF_GET { return c.device_optimizer; }},
