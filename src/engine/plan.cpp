@@ -419,9 +419,11 @@ EnginePlan make_plan(const PlanRequest& r) {
       p.nvme_read_bytes += double(std::max(0, L - p.ckpt_slots)) * double(ckpt_bytes);
     }
   };
+  // The n lowest layers whose state is on the host (a GPU-resident one has none to move).
   auto bottom = [&](int n) {
     std::vector<bool> v(units.size(), false);
-    for (int i = 0; i < n; ++i) v[size_t(1 + i)] = !p.on_device[size_t(1 + i)];
+    for (int i = 0, k = 0; i < L && k < n; ++i)
+      if (!p.on_device[size_t(1 + i)]) v[size_t(1 + i)] = true, ++k;
     return v;
   };
   SF_CHECK(r.nvme || r.nvme_checkpoints <= 0, "plan: checkpoints on NVMe need an --nvme-dir");

@@ -63,6 +63,35 @@ TEST(EngineNvme, IsBitIdenticalWithTheHostRun) {
   fs::remove_all(scratch);
 }
 
+// GPU-resident layers and the NVMe tier in one run: nvme_layers counts the lowest layers whose
+// state is on the host (the resident ones have none to move), and the run is the host run's bits.
+TEST(EngineNvme, CountsTheLayersAboveTheGpuResidentOnes) {
+  SF_SKIP_WITHOUT_IO_URING();
+  const fs::path scratch = scratch_dir("resident");
+  const fs::path dir = tiny_model("nvme_resident", "llama", false);
+  const ModelSpec spec = load_model_spec(dir);
+  EngineOptions host_opt = run_options(2, 0.0f);
+  host_opt.grad_piece = 1000;
+  const TrainRun host = train(dir, host_opt, 4, /*whole=*/true);
+  EngineOptions opt = on_nvme(2, 0.0f, 2, scratch, 1);
+  opt.on_device.assign(size_t(spec.layers) + 2, false);
+  opt.on_device.front() = opt.on_device.back() = opt.on_device[1] = opt.on_device[2] = true;
+  {
+    auto be = make_cpu_backend();
+    Engine e(*be, spec, opt);
+    std::vector<bool> want(size_t(spec.layers) + 2, false);
+    want[3] = want[4] = true;  // layers 2 and 3: the two lowest host layers
+    EXPECT_EQ(e.plan().on_nvme, want);
+    want[4] = false;
+    EXPECT_EQ(e.plan().master_on_nvme, want);
+  }
+  const TrainRun mixed = train(dir, opt, 4, /*whole=*/true);
+  EXPECT_EQ(mixed.losses, host.losses);
+  EXPECT_EQ(mixed.weights, host.weights);
+  EXPECT_TRUE(fs::is_empty(scratch));
+  fs::remove_all(scratch);
+}
+
 // The activation checkpoints on NVMe, alone and with layers' state there: the same bits.
 TEST(EngineNvme, CheckpointsOnDiskAreBitIdentical) {
   SF_SKIP_WITHOUT_IO_URING();
