@@ -63,7 +63,8 @@ struct PlanRequest {
   // a plan made before the backend existed, so the engine's plan keeps it.
   std::vector<bool> on_device;
   // The NVMe tier (--nvme-dir; engine/nvme_tier.h): the Adam m and v of decoder layers from the
-  // bottom up on disk, and of those, from the bottom up, the master weights too. nvme_layers:
+  // bottom up on disk (of those whose state is on the host: a GPU-resident layer is skipped), and
+  // of those, from the bottom up, the master weights too. nvme_layers:
   // that many layers; nvme_masters: that many masters (at most the layers on disk). -1: the
   // fewest that bring the host total and its margin (host_margin) within host_limit (none where
   // host_limit is 0) — every layer's m and v before any master: m and v free 8 B/param of host

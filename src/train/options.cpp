@@ -354,9 +354,9 @@ std::vector<OptionSpec> make_options() {
        "a directory path", {}, "engine", SF_SET { c.nvme_dir = v; },
        SF_GET { return c.nvme_dir.string(); }},
       {"nvme_layers", {}, Type::kInt,
-       "with nvme_dir: how many decoder layers (from the bottom) keep their Adam m and v on the "
-       "disk; -1: the fewest that bring the host memory within host_memory (or what the machine "
-       "has)",
+       "with nvme_dir: how many decoder layers (from the bottom, past any whose optimizer state "
+       "is on the GPU) keep their Adam m and v on the disk; -1: the fewest that bring the host "
+       "memory within host_memory (or what the machine has)",
        "integer in [-1, 2^20]", {}, "engine",
        SF_SET { c.nvme_layers = parse_int(v, w, -1, int64_t(1) << 20); },
        SF_GET { return std::to_string(c.nvme_layers); }},
