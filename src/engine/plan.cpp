@@ -307,8 +307,19 @@ EnginePlan make_plan(const PlanRequest& r) {
     // With clipping the plan does not take layers yet: that path (each layer's fp32 gradient kept
     // for the update after the norm) is tested on the CPU backend, and its CUDA test has not run
     // on a GPU; an explicit on_device (tests) may name layers with clipping.
-    if (outer && !r.clipping)
-      for (size_t k = 1; k < head && take(k);) ++k;
+    if (outer && !r.clipping) {
+      size_t k = 1;
+      while (k < head && take(k)) ++k;
+      if (k < head) {
+        auto engine_bytes = [&](const std::vector<bool>& on) {
+          const int64_t f = std::min(p.micro_tokens, p.mlp_tokens);
+          return size_device(r, p.window, p.micro_tokens, f, p.upload_tile, on).device.engine();
+        };
+        std::vector<bool> more = p.on_device;
+        more[k] = true;
+        p.next_layer_bytes = engine_bytes(more) - engine_bytes(p.on_device);
+      }
+    }
   }
   p.mlp_tokens = std::min(p.mlp_tokens, p.micro_tokens);
   Sized s = size_device(r, p.window, p.micro_tokens, p.mlp_tokens, p.upload_tile, p.on_device);
@@ -558,6 +569,8 @@ std::string EnginePlan::describe() const {
     }
     if (std::string layers = layer_range(on_device); !layers.empty()) o << sep << layers;
     o << "), the rest on the host (CPU AdamW)";
+    if (next_layer_bytes)
+      o << "; one more layer there would take " << gib(next_layer_bytes) << " of the GPU budget";
   }
   o << "\n  host: " << gib(host.total()) << " — master weights and Adam m, v " << gib(host.state)
     << " (" << params - device_params - nvme_params << " parameters × 12 B";

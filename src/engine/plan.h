@@ -138,6 +138,9 @@ struct EnginePlan {
   std::vector<bool> held;
   int64_t held_params = 0;
   int64_t device_params = 0;  // parameters of those units
+  // Where the budget alone stopped the plan's share short of the layers: the device memory one
+  // more layer would need (its state, at this M), to say what a larger budget buys; else 0.
+  uint64_t next_layer_bytes = 0;
   // Per unit: its Adam m and v live on NVMe (layers from the bottom up; never held without
   // clipping), and where master_on_nvme its master weights too. Per step the tier reads m and v
   // (and the master) for the update and writes them back (16 B/param; 24 B with the master),

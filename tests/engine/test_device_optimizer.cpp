@@ -144,6 +144,10 @@ TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
     EXPECT_EQ(p.device.optimizer, outer.device.optimizer + uint64_t(n) * layer);
     EXPECT_EQ(p.host.state, outer.host.state - uint64_t(n) * layer);
     EXPECT_LE(p.device_total(), r.gpu_budget);
+    EXPECT_EQ(p.next_layer_bytes, n < 5 ? layer : 0) << n;  // what one more would take
+    if (n < 5) {
+      EXPECT_NE(p.describe().find("; one more layer there would take"), std::string::npos);
+    }
     if (n > 0) {
       const std::string d = p.describe();
       EXPECT_NE(d.find(n == 1 ? "(embedding, head, layer 0)"
