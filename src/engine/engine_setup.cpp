@@ -194,10 +194,9 @@ void Engine::setup_device(const PlanRequest& req) {
   dev_ = be_.alloc(MemoryKind::kDevice, plan_.device.engine(), "device cache units and workspace");
   parts_ = carve_device(spec_, dt_, dims, dev_.data(), nullptr);
   for (size_t u = 0; u < host_.size(); ++u)
-    if (host_[u]->on_device) {  // a layer's, clipping: its fp32 gradient after the state
-      const bool layer = u > 0 && u + 1 < host_.size();
+    if (host_[u]->on_device) {  // UnitState::device_bytes: the state, then a kept gradient
       char* state = static_cast<char*>(parts_.unit_state[u]);
-      host_[u]->carve(state, layer && req.clipping
+      host_[u]->carve(state, UnitState::keeps_device_grad(u, host_.size(), req.clipping)
                                  ? state + UnitState::state_bytes(host_[u]->layout.numel)
                                  : nullptr);
     }

@@ -175,12 +175,9 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   // A GPU-resident layer with clipping also keeps its fp32 gradient until the norm is known (its
   // slot's is overwritten by the next layer's backward): UnitState::grad, right after its state.
   for (size_t u = 0; u < d.on_device.size() && u < units.size(); ++u)
-    if (d.on_device[u]) {
-      const bool layer = u > 0 && u + 1 < units.size();
-      p.unit_state[u] =
-          b.take_bytes(UnitState::state_bytes(units[u].numel) +
-                       (layer && d.clipping ? UnitState::master_bytes(units[u].numel) : 0));
-    }
+    if (d.on_device[u])
+      p.unit_state[u] = b.take_bytes(UnitState::device_bytes(
+          units[u].numel, UnitState::keeps_device_grad(u, units.size(), d.clipping)));
   section(&n.optimizer);
   if (bytes) *bytes = n;
   return p;
@@ -310,15 +307,7 @@ EnginePlan make_plan(const PlanRequest& r) {
     if (outer && !r.clipping) {
       size_t k = 1;
       while (k < head && take(k)) ++k;
-      if (k < head) {
-        auto engine_bytes = [&](const std::vector<bool>& on) {
-          const int64_t f = std::min(p.micro_tokens, p.mlp_tokens);
-          return size_device(r, p.window, p.micro_tokens, f, p.upload_tile, on).device.engine();
-        };
-        std::vector<bool> more = p.on_device;
-        more[k] = true;
-        p.next_layer_bytes = engine_bytes(more) - engine_bytes(p.on_device);
-      }
+      if (k < head) p.next_layer_bytes = UnitState::state_bytes(units[k].numel);
     }
   }
   p.mlp_tokens = std::min(p.mlp_tokens, p.micro_tokens);

@@ -139,7 +139,7 @@ struct EnginePlan {
   int64_t held_params = 0;
   int64_t device_params = 0;  // parameters of those units
   // Where the budget alone stopped the plan's share short of the layers: the device memory one
-  // more layer would need (its state, at this M), to say what a larger budget buys; else 0.
+  // more layer's state would need, to say what a larger budget buys; else 0.
   uint64_t next_layer_bytes = 0;
   // Per unit: its Adam m and v live on NVMe (layers from the bottom up; never held without
   // clipping), and where master_on_nvme its master weights too. Per step the tier reads m and v

@@ -36,6 +36,15 @@ struct UnitState {
   // What of the state a unit keeps in pinned host memory: nothing on the device or with its
   // master on NVMe, the master alone with m and v on NVMe, else master, m and v.
   static size_t host_state_bytes(int64_t numel, bool on_device, bool on_nvme, bool master_on_nvme);
+  // A GPU-resident unit (unit_layouts index `unit` of `units`) keeps its own fp32 gradient where
+  // it is a decoder layer and the run clips: its slot's is overwritten before the norm is known.
+  static bool keeps_device_grad(size_t unit, size_t units, bool clipping) {
+    return clipping && unit > 0 && unit + 1 < units;
+  }
+  // What a GPU-resident unit takes on the device: master, m, v, then that gradient (master_bytes).
+  static size_t device_bytes(int64_t numel, bool keeps_grad) {
+    return state_bytes(numel) + (keeps_grad ? master_bytes(numel) : 0);
+  }
   // Points master, m, v at consecutive ranges of `state` (state_bytes) and grad at `grad`; with
   // `master_only` (an NVMe unit whose master stays here: master_bytes), m and v stay null.
   void carve(void* state, void* grad, bool master_only = false);
