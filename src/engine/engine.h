@@ -236,6 +236,9 @@ class Engine {
   // optimizer.
   void adamw_on_device(int unit, Tensor grads, Tensor weights, float grad_scale, Event* done);
   bool on_device(const OuterPart& part) const;
+  // Clipping: every GPU-resident unit's update once the norm is known, scaled by `clip`; a
+  // layer still in its slot gets the updated weights there (engine_device_update.cpp).
+  void update_resident_clipped(float clip);
   void sync_state();     // every update done, the device ones too
   void forget_loaded();  // the device's weights must be uploaded again
   TensorState::Fetch fetcher(size_t unit, const UnitLayout::Entry* e);  // empty for host units
