@@ -266,7 +266,7 @@ EnginePlan make_plan(const PlanRequest& r) {
   }
 
   // The GPU-resident share: the embedding, then the head — the units whose CPU updates end one
-  // step and start the next — then, without clipping (below), decoder layers from the bottom (the
+  // step and start the next — then decoder layers from the bottom (the
   // first layers' updates are the last of a backward and the first the next forward needs), while
   // the budget holds their 12 B/param (16 with clipping: the fp32 gradient waits for the norm);
   // each takes 36 B/param of host traffic a step off the host.
@@ -301,10 +301,7 @@ EnginePlan make_plan(const PlanRequest& r) {
     };
     const bool embedding = take(0);
     const bool outer = take(head) && embedding;
-    // With clipping the plan does not take layers yet: that path (each layer's fp32 gradient kept
-    // for the update after the norm) is tested on the CPU backend, and its CUDA test has not run
-    // on a GPU; an explicit on_device (tests) may name layers with clipping.
-    if (outer && !r.clipping) {
+    if (outer) {
       size_t k = 1;
       while (k < head && take(k)) ++k;
       if (k < head) p.next_layer_bytes = UnitState::state_bytes(units[k].numel);

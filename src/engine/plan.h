@@ -29,10 +29,10 @@
 namespace sf {
 
 // Which units' optimizer state lives on the device. kAuto: what fits the budget after the
-// window and micro-batch (none without a budget) — the embedding, the head, then, without
-// clipping, decoder layers from the bottom up; kOff: none; kAll: the embedding and the head,
-// whatever the budget says (a budget too small is then an error). PlanRequest::on_device may name
-// layers with clipping too.
+// window and micro-batch (none without a budget) — the embedding, the head, then decoder layers
+// from the bottom up (with clipping each also keeps its fp32 gradient for the update after the
+// norm); kOff: none; kAll: the embedding and the head, whatever the budget says (a budget too
+// small is then an error).
 enum class DeviceOptimizer { kAuto, kOff, kAll };
 
 struct PlanRequest {
@@ -52,7 +52,7 @@ struct PlanRequest {
   // before the backend exists); null when it is already in device_outside.
   std::function<uint64_t(int64_t micro_tokens)> backend_scratch;
   bool clipping = false;  // exact global-norm clipping: every gradient held until the norm is known
-  int64_t grad_piece = 0;  // elements per gradient D2H piece (ring slot); 0: the default
+  int64_t grad_piece = 0;   // elements per gradient D2H piece (ring slot); 0: the default
   int64_t state_piece = 0;  // elements per piece of a state copy through the host; 0: the default
   DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;
   // Without clipping: how many host units keep a gradient buffer of their own on the host, from

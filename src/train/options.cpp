@@ -330,8 +330,8 @@ std::vector<OptionSpec> make_options() {
        SF_GET { return std::to_string(c.micro_batch_tokens); }},
       {"device_optimizer", {}, Type::kEnum,
        "where the optimizer state lives: auto (on the device where gpu_memory leaves room "
-       "after the window and micro-batch: the embedding's, the head's, then, without clipping, "
-       "decoder layers' from the bottom), off (all on the host), all (the embedding's and "
+       "after the window and micro-batch: the embedding's, the head's, then decoder layers' "
+       "from the bottom), off (all on the host), all (the embedding's and "
        "head's on the device, whatever the budget)",
        "", kDeviceOptimizer, "engine",
        SF_SET { c.device_optimizer = pick(v, w, kDeviceOptimizer); },
@@ -527,9 +527,10 @@ void validate_config(const TrainConfig& c) {
   // Token counts, positions and sequence bounds of a step are 32-bit in the engine's batch.
   const double tokens =
       double(c.batch_size) * double(c.gpus) * double(c.grad_accum) * double(c.cutoff_len);
-  SF_CHECK(tokens <= double(std::numeric_limits<int32_t>::max()),
-           "per_device_train_batch_size × gpus × gradient_accumulation_steps × cutoff_len = ", tokens,
-           " tokens per optimizer step, more than a step can index (2^31 - 1): lower one of them");
+  SF_CHECK(
+      tokens <= double(std::numeric_limits<int32_t>::max()),
+      "per_device_train_batch_size × gpus × gradient_accumulation_steps × cutoff_len = ", tokens,
+      " tokens per optimizer step, more than a step can index (2^31 - 1): lower one of them");
   const double eval_tokens = double(c.eval_batch_size) * double(c.cutoff_len);
   SF_CHECK(eval_tokens <= double(std::numeric_limits<int32_t>::max()),
            "per_device_eval_batch_size × cutoff_len = ", eval_tokens,

@@ -124,8 +124,8 @@ TEST(DeviceOptimizer, ResidentLayersAreBitIdenticalWithTheHostOptimizer) {
 }
 
 // The plan: decoder layers from the bottom after the embedding and the head, as many as the
-// budget holds, 12 B/param each; with clipping none (not yet: see plan.cpp), but a layer asked
-// for takes 16 B/param (the fp32 gradient kept for the update).
+// budget holds, 12 B/param each; with clipping 16 B/param each (the fp32 gradient kept for the
+// update after the norm), so the same budget holds fewer.
 TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
   PlanRequest r = plan_request("devopt_plan_layers");
   r.device_optimizer = DeviceOptimizer::kAll;
@@ -156,19 +156,37 @@ TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
           << d;
     }
   }
-  // Clipping: the plan takes no layer; one asked for keeps its fp32 gradient too.
+  // Clipping: each layer keeps its fp32 gradient too (master_bytes: 4 B/param more).
   r.clipping = true;
-  const EnginePlan clipped = make_plan(r);
-  EXPECT_EQ(clipped.device_params, units.front().numel + units.back().numel);
   r.device_optimizer = DeviceOptimizer::kAll;
   r.gpu_budget = 0;
   const EnginePlan outer_clipped = make_plan(r);
+  const uint64_t clipped_layer = layer + UnitState::master_bytes(units[1].numel);
+  r.device_optimizer = DeviceOptimizer::kAuto;
+  for (int n : {0, 1, 3}) {
+    r.gpu_budget = outer_clipped.device_total() + uint64_t(n) * clipped_layer + 512;
+    const EnginePlan p = make_plan(r);
+    std::vector<bool> want(units.size(), false);
+    want.front() = want.back() = true;
+    for (int i = 0; i < n; ++i) want[size_t(1 + i)] = true;
+    EXPECT_EQ(p.on_device, want) << n << " clipped layers' state and gradient fit";
+    EXPECT_EQ(p.device.optimizer, outer_clipped.device.optimizer + uint64_t(n) * clipped_layer);
+    EXPECT_LE(p.device_total(), r.gpu_budget);
+  }
+  // A budget that holds four layers' state unclipped holds three with their gradients.
+  r.gpu_budget = outer_clipped.device_total() + 4 * layer + 512;
+  PlanRequest unclipped = r;
+  unclipped.clipping = false;
+  EXPECT_EQ(make_plan(r).device_params, outer_clipped.device_params + 3 * units[1].numel);
+  EXPECT_EQ(make_plan(unclipped).device_params, outer_clipped.device_params + 4 * units[1].numel);
+  // An explicit on_device names a layer with clipping too.
+  r.device_optimizer = DeviceOptimizer::kAll;
+  r.gpu_budget = 0;
   std::vector<bool> asked = outer_clipped.on_device;
   asked[2] = true;
   r.on_device = asked;
   const EnginePlan one = make_plan(r);
-  EXPECT_EQ(one.device.optimizer,
-            outer_clipped.device.optimizer + layer + UnitState::master_bytes(units[2].numel));
+  EXPECT_EQ(one.device.optimizer, outer_clipped.device.optimizer + clipped_layer);
 }
 
 TEST(DeviceOptimizer, NormsGradientsAndPlanAgree) {
