@@ -66,7 +66,7 @@ def main():
                 groups["after the GPU"][0] += n
                 groups["after the GPU"][1] += d
         span = adam[-1][1] - adam[0][0]
-        busy = covered(adam, adam[0][0], adam[-1][1])
+        busy = covered([(a, b) for a, b, _ in adam], adam[0][0], adam[-1][1])
         total_n = sum(n for _, _, n in adam)
         parts = [f"step {s}: AdamW {total_n / 1e9:.3f} G params, busy {busy / 1e6:.3f} s of "
                  f"{span / 1e6:.3f} s ({total_n / busy / 1e3:.2f} G/s busy)"]

@@ -27,9 +27,6 @@ struct Sim {
   double up(size_t u) const {  // fp32 master H2D (a GPU-resident unit is only cast)
     return plan.on_device[u] ? 0 : 4.0 * double(numel[u]) / h2d_rate;
   }
-  double grad_d2h(size_t u) const {
-    return plan.on_device[u] ? 0 : double(numel[u]) * double(plan.dtype_bytes) / d2h_rate;
-  }
 
   struct Out {
     double end, forward_end, head_end, gpu_end;
@@ -74,16 +71,84 @@ struct Sim {
     h2d = std::max(h2d, ready[head_unit]) + up(head_unit);
     comp = std::max(comp, h2d) + head_flops / (m.layer_tflops * 1e12);
     const double head_end = comp;
+    // The CPU AdamW, run as the gradients arrive (clipping: all after the norm, below). Without
+    // clipping a ring piece is updated as soon as the CPU is free, a held unit's pieces (in unit
+    // order) whenever no ring piece waits; ring slots are few, so a ring gradient's D2H waits for
+    // the update of the piece `slots` before it, and the compute stream, which converts the next
+    // layer's gradient into the slot's stage, waits for the stage's D2H: where the CPU is slower
+    // than the backward, it paces the backward. Before the GPU's end (not known until then:
+    // `gpu_end` is +inf in the backward) the AdamW runs at its rate under copies, alone after.
+    double gpu_end = 1e300;
+    auto serve = [&](double start, double n) {
+      const double fast = m.adam_params_per_s, slow = m.adam_copy_params_per_s;
+      if (start >= gpu_end) return start + n / fast;
+      const double before = (gpu_end - start) * slow;
+      return n <= before ? start + n / slow : gpu_end + (n - before) / fast;
+    };
     struct Arrival {
       double t;
       size_t unit;
     };
-    std::vector<Arrival> arrivals;
-    d2h = std::max(d2h, comp) + grad_d2h(head_unit);
-    if (!plan.on_device[head_unit]) arrivals.push_back({d2h, head_unit});
+    std::vector<Arrival> held;  // without clipping, by arrival
+    size_t hi = 0;
+    std::vector<std::pair<size_t, double>> pending;  // held unit, elements done
+    double norm = 0;                                 // the last gradient reduced
+    // Held work until a ring piece that arrives at `until` (a piece begun goes on past it).
+    auto held_work = [&](double until) {
+      for (;;) {
+        for (; hi < held.size() && held[hi].t <= cpu; ++hi) {
+          pending.emplace_back(held[hi].unit, 0.0);
+          std::sort(pending.begin(), pending.end());
+        }
+        if (!pending.empty() && cpu < until) {
+          auto& [u, done] = pending.front();
+          const double k = std::min(double(plan.grad_piece), double(numel[u]) - done);
+          // through the next step's forward, whose uploads run beside it: the rate under copies
+          cpu = cpu < gpu_end ? serve(cpu, k) : cpu + k / m.adam_copy_params_per_s;
+          done += k;
+          if (done >= double(numel[u])) {
+            ready[u] = cpu;
+            pending.erase(pending.begin());
+          }
+        } else if (pending.empty() && hi < held.size() && held[hi].t < until) {
+          cpu = held[hi].t;  // idle until the next held gradient
+        } else {
+          return;
+        }
+      }
+    };
+    const int slots = plan.grad_ring_slots;
+    std::vector<double> slot_free(size_t(std::max(slots, 1)), 0.0);
+    int next_slot = 0;
+    // Unit u's gradient goes D2H from `from` on; returns when its D2H is done.
+    auto send = [&](size_t u, double from) {
+      if (plan.on_device[u]) return from;
+      const double bytes = double(numel[u]) * double(plan.dtype_bytes);
+      if (clipping || plan.held[u] || slots == 0) {
+        d2h = std::max(d2h, from) + bytes / d2h_rate;
+        norm = std::max(norm, d2h);
+        if (!clipping) held.push_back({d2h, u});
+        return d2h;
+      }
+      const double piece = double(std::max<int64_t>(plan.grad_piece, 1));
+      for (double off = 0; off < double(numel[u]); off += piece) {
+        const double k = std::min(piece, double(numel[u]) - off);
+        double& slot = slot_free[size_t(next_slot)];
+        next_slot = (next_slot + 1) % slots;
+        d2h = std::max({d2h, from, slot}) + k * double(plan.dtype_bytes) / d2h_rate;
+        held_work(d2h);
+        cpu = serve(std::max(cpu, d2h), k);
+        slot = cpu;
+      }
+      ready[u] = cpu;
+      norm = std::max(norm, cpu);
+      return d2h;
+    };
+    send(head_unit, comp);
     // backward
     const double ckpt_on_host = offload_end.empty() ? comp : offload_end.back();
     std::vector<double> bwd_end(size_t(L), comp);
+    std::vector<double> stage_free(size_t(W), t0);  // per slot: its stage's last D2H done
     double restore_end = comp;
     if (L >= 2) h2d = restore_end = std::max(h2d, ckpt_on_host) + act / h2d_rate;  // x_{L-2}
     double restore_ready = restore_end;
@@ -109,61 +174,20 @@ struct Sim {
         ready[size_t(1 + j)] = comp;
         continue;
       }
-      d2h = std::max(d2h, comp) + grad_d2h(size_t(1 + j));
-      arrivals.push_back({d2h, size_t(1 + j)});
+      double& stage = stage_free[size_t(j % W)];
+      comp = std::max(comp, stage);  // the conversion into the stage waits for its last D2H
+      stage = send(size_t(1 + j), comp);
     }
-    d2h = std::max(d2h, comp) + grad_d2h(0);  // the embedding's backward is quick
-    if (!plan.on_device[0]) arrivals.push_back({d2h, 0});
-    const double gpu_end = std::max(comp, d2h);
-    // CPU AdamW, at its rate while copies run (till the GPU is done), alone after
-    auto serve = [&](double start, double n) {
-      const double fast = m.adam_params_per_s, slow = m.adam_copy_params_per_s;
-      if (start >= gpu_end) return start + n / fast;
-      const double before = (gpu_end - start) * slow;
-      return n <= before ? start + n / slow : gpu_end + (n - before) / fast;
-    };
+    send(0, comp);  // the embedding's backward is quick
+    gpu_end = std::max(comp, d2h);
     double end = gpu_end;
     if (!clipping) {
-      // Ring pieces in arrival order, first; held units (EnginePlan::held) in unit order,
-      // a piece at a time, whenever no ring piece waits. The step ends once every gradient is
-      // reduced: a held one when it arrives, a ring one with its update.
-      std::vector<Arrival> ring, held;
-      for (const Arrival& a : arrivals) (plan.held[a.unit] ? held : ring).push_back(a);
-      std::vector<std::pair<size_t, double>> pending;  // held unit, elements done
-      size_t ri = 0, hi = 0;
-      double norm = gpu_end;
-      for (const Arrival& a : held) norm = std::max(norm, a.t);
-      while (ri < ring.size() || hi < held.size() || !pending.empty()) {
-        for (; hi < held.size() && held[hi].t <= cpu; ++hi) {
-          pending.emplace_back(held[hi].unit, 0.0);
-          std::sort(pending.begin(), pending.end());
-        }
-        if (ri < ring.size() && ring[ri].t <= cpu) {
-          cpu = serve(cpu, double(numel[ring[ri].unit]));
-          ready[ring[ri].unit] = cpu;
-          norm = std::max(norm, cpu);
-          ++ri;
-        } else if (!pending.empty()) {
-          auto& [u, done] = pending.front();
-          const double k = std::min(double(plan.grad_piece), double(numel[u]) - done);
-          // through the next step's forward, whose uploads run beside it: the rate under copies
-          cpu = cpu < gpu_end ? serve(cpu, k) : cpu + k / m.adam_copy_params_per_s;
-          done += k;
-          if (done >= double(numel[u])) {
-            ready[u] = cpu;
-            pending.erase(pending.begin());
-          }
-        } else {  // idle until the next arrival
-          double next = 1e300;
-          if (ri < ring.size()) next = std::min(next, ring[ri].t);
-          if (hi < held.size()) next = std::min(next, held[hi].t);
-          cpu = std::max(cpu, next);
-        }
-      }
+      // The held units left over, into the next step's forward; the step ends once every
+      // gradient is reduced: a held one when it arrives, a ring one with its update.
+      held_work(1e300);
       end = std::max(end, norm);
     } else {
-      double norm = gpu_end;
-      for (const Arrival& a : arrivals) norm = std::max(norm, a.t);
+      norm = std::max(norm, gpu_end);
       cpu = std::max(cpu, norm);
       for (size_t u = 0; u < numel.size(); ++u) {
         if (plan.on_device[u]) continue;
@@ -275,8 +299,8 @@ std::string StepPrediction::describe(int64_t tokens) const {
   o << "predicted step " << step_s << " s (" << int64_t(double(tokens) / step_s + 0.5)
     << " tok/s): forward " << forward_s << " s, head " << head_s << " s, backward " << backward_s
     << " s, CPU AdamW after the GPU " << tail_s << " s; bound by " << bound
-    << "\n  per step: compute " << compute_s << " s, H2D " << h2d_bytes * 1e-9 << " GB ("
-    << h2d_s << " s), D2H " << d2h_bytes * 1e-9 << " GB (" << d2h_s << " s), CPU AdamW "
+    << "\n  per step: compute " << compute_s << " s, H2D " << h2d_bytes * 1e-9 << " GB (" << h2d_s
+    << " s), D2H " << d2h_bytes * 1e-9 << " GB (" << d2h_s << " s), CPU AdamW "
     << host_params * 1e-9 << " G params (" << adam_s << " s)";
   if (disk_s > 0)
     o << ", disk " << disk_read_bytes * 1e-9 << " GB read + " << disk_write_bytes * 1e-9

@@ -11,6 +11,7 @@
 #include "engine/machine.h"
 #include "engine/plan.h"
 #include "engine/predict.h"
+#include "engine/unit_state.h"
 #include "model/layout.h"
 #include "model/spec.h"
 
@@ -176,6 +177,34 @@ TEST(PredictStep, ResidentLayersLeaveTheCpuAdamW) {
       << a.describe(T);
   EXPECT_LE(a.step_s, 1.001 * sum_of_floors(a)) << a.describe(T);
   EXPECT_LT(a.step_s, 0.75 * b.step_s) << a.describe(T) << "\n" << b.describe(T);
+}
+
+// The gradient ring has a few slots: a piece's D2H waits for the update of the piece `slots`
+// before it, and the next layer's gradient waits for its slot's stage, so where the CPU is slower
+// than the GPU (8k tokens) the AdamW paces the backward, which then lasts about as long as the
+// ring's updates at the rate under copies — the GPU's end is not long before the updates' (the
+// first predictor let the backward run at the GPU's pace and left a backlog that it updated at
+// the uncontended rate after the GPU's end: 2.03 s predicted, 2.38 s measured on the H200). With
+// room for every piece the backward is the GPU's own.
+TEST(PredictStep, TheRingPacesTheBackwardWhereTheCpuIsSlower) {
+  const ModelSpec spec = llama_8b();
+  const MachineConstants m = h200_like();
+  const int64_t T = 8192;
+  const EnginePlan ring = plan_8b(spec, T, false, DeviceOptimizer::kAuto, 0);
+  ASSERT_EQ(ring.held_params, 0);
+  ASSERT_GT(ring.grad_ring_slots, 0);
+  const StepPrediction paced = predict_step(ring, spec, m, T, false);
+  double ring_params = 0;
+  for (size_t u = 0; u < ring.on_device.size(); ++u)
+    if (!ring.on_device[u] && !ring.held[u]) ring_params += double(unit_layouts(spec)[u].numel);
+  const double last = double(ring.grad_ring_slots + 1) * double(ring.grad_piece);
+  EXPECT_GE(paced.backward_s, (ring_params - last) / m.adam_copy_params_per_s) << paced.describe(T);
+  EXPECT_LE(paced.tail_s, 1.001 * last / m.adam_copy_params_per_s) << paced.describe(T);
+  EnginePlan roomy = ring;
+  roomy.grad_ring_slots = 1 << 20;
+  const StepPrediction free_running = predict_step(roomy, spec, m, T, false);
+  EXPECT_LT(free_running.backward_s, 0.5 * paced.backward_s) << free_running.describe(T);
+  EXPECT_GT(free_running.tail_s, 0.5 * free_running.step_s) << free_running.describe(T);
 }
 
 // At 8k tokens the CPU AdamW is the step. With every gradient through the ring it idles through

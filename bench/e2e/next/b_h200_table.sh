@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Calls B1-B3 (an H200 machine: `run` with kind nvidia-h200; copy into .dev/e2e, carry .dev/e2e):
 # issue 12's table on the machine of its targets, the PyTorch control in the same run.
-#   PART=1: the five configurations at --gpu-memory 24GiB, then the control at 1024x8 (all on the
+#   PART=1 (done 2026-12-06, bench/e2e/h200_2026-12-06/call1; docs/perf.md):
+#           the five configurations at --gpu-memory 24GiB, then the control at 1024x8 (all on the
 #           GPU: bf16 weights, gradients, AdamW states, HF checkpointing; ~70 GB, needs the H200).
 #   PART=2: the same five at 12GiB, and 8192x8 at 24GiB and 12GiB.
 #   PART=3: the five with clipping at 1.0 (24GiB), against PART=1's unclipped in the same call:

@@ -1,0 +1,64 @@
+// replay_predict MODEL_DIR TOKENS WINDOW DEVICE_LAYERS HELD CLIP H2D D2H ADAM ADAM_COPY FWD BWD TFLOPS
+// The step time the current predictor (engine/predict.h) gives for a run logged earlier, from the
+// plan's shape and the machine constants that run measured (its `plan` log): no GPU needed.
+// DEVICE_LAYERS: -1 no GPU-resident share, -2 the embedding and the head, k >= 0: those and
+// decoder layers 0..k-1; HELD: held units without clipping (the plan's count); CLIP: 0 or 1;
+// H2D, D2H in GB/s; ADAM, ADAM_COPY in G params/s; FWD, BWD in µs per token of one layer;
+// TFLOPS: the layer's rate (the fused head's). Prints the predicted step and its breakdown.
+// bench/e2e/replay_predictions.py drives it over the logs under bench/e2e.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "engine/machine.h"
+#include "engine/plan.h"
+#include "engine/predict.h"
+#include "engine/unit_state.h"
+#include "model/spec.h"
+
+int main(int argc, char** argv) {
+  using namespace sf;
+  if (argc != 14) {
+    std::fprintf(stderr,
+                 "usage: replay_predict MODEL_DIR TOKENS WINDOW DEVICE_LAYERS HELD CLIP H2D D2H "
+                 "ADAM ADAM_COPY FWD BWD TFLOPS\n");
+    return 2;
+  }
+  try {
+    const ModelSpec spec = load_model_spec(argv[1]);
+    const int64_t tokens = std::atoll(argv[2]);
+    const int device_layers = std::atoi(argv[4]);
+    PlanRequest r;
+    r.spec = spec;
+    r.dtype = DType::kBF16;
+    r.window = std::atoi(argv[3]);
+    r.max_tokens = tokens;
+    r.max_sample_tokens = std::min<int64_t>(tokens, 1024);
+    r.max_sequences = (tokens + r.max_sample_tokens - 1) / r.max_sample_tokens;
+    r.clipping = std::atoi(argv[6]) != 0;
+    r.held_units = r.clipping ? -1 : std::atoi(argv[5]);
+    r.device_optimizer = DeviceOptimizer::kOff;
+    if (device_layers >= -2 && device_layers != -1) {
+      r.on_device.assign(unit_layouts(spec).size(), false);
+      r.on_device.front() = r.on_device.back() = true;
+      for (int k = 0; k < device_layers; ++k) r.on_device[size_t(1 + k)] = true;
+    }
+    const EnginePlan plan = make_plan(r);
+    MachineConstants m;
+    m.h2d_gbps = std::atof(argv[7]);
+    m.d2h_gbps = std::atof(argv[8]);
+    m.adam_params_per_s = std::atof(argv[9]) * 1e9;
+    m.adam_copy_params_per_s = std::atof(argv[10]) * 1e9;
+    m.layer_forward_s = std::atof(argv[11]) * 1e-6;
+    m.layer_backward_s = std::atof(argv[12]) * 1e-6;
+    m.layer_tflops = std::atof(argv[13]);
+    const StepPrediction p = predict_step(plan, spec, m, tokens, r.clipping);
+    std::printf("held %s\n%s\n", plan.held_names().c_str(), p.describe(tokens).c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "replay_predict: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
