@@ -23,5 +23,5 @@ work() {
   OUT=$R/all BIN=$B STEPS=4 GPU_MEM=70GiB CLIP=1.0 EXTRA="--device-optimizer all" bash bench/e2e/run.sh 1024x8 > $R/e2e_70_clip_all.txt 2>&1
 }
 export -f work; export R B
-timeout 430 bash -c work
+timeout 400 bash -c work
 tar czf $OUT/a.tgz -C $OUT a && rm -rf $R

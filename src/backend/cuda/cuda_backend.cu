@@ -122,6 +122,7 @@ class CudaBackend final : public Backend {
              o.max_tokens, ", ", o.hidden, ", ", o.vocab, ")");
     dev_ = o.device;
     SF_CUDA_CHECK(cudaSetDevice(dev_), "make_cuda_backend device ", dev_);
+    set_sync_mode();
     cudaDeviceProp prop{};
     SF_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev_), "make_cuda_backend");
     name_ = str_cat("cuda:", dev_, " (", prop.name, ")");
@@ -504,6 +505,20 @@ class CudaBackend final : public Backend {
              "SF_ATTENTION=cudnn: cuDNN attention is unavailable: ", why);
   }
   void set_device() { SF_CUDA_CHECK(cudaSetDevice(dev_), "cudaSetDevice ", dev_); }
+  // How a host thread waits for the device (cudaStreamSynchronize, cudaEventSynchronize). CUDA's
+  // default with one context on a many-core host is to spin: the engine's thread then burns a
+  // core through the whole backward while it waits at the step's end, one of the cores the CPU
+  // AdamW's pool splits its static shares over. SF_CUDA_SYNC=blocking makes it sleep until the
+  // device signals (a wake-up of some µs per wait, a few waits per step). Not the default until
+  // measured (bench/e2e/next/c_sync_mode.sh); a driver that refuses the flag on a device already
+  // in use keeps spinning (no error: only speed depends on it).
+  void set_sync_mode() {
+    const char* e = std::getenv("SF_CUDA_SYNC");
+    SF_CHECK(!e || !*e || std::strcmp(e, "spin") == 0 || std::strcmp(e, "blocking") == 0,
+             "SF_CUDA_SYNC=", e, ": accepted values are spin (the default) and blocking");
+    if (!e || std::strcmp(e, "blocking") != 0) return;
+    if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) (void)cudaGetLastError();
+  }
   void rethrow_callback_failure() {
     if (!failure_.failed) return;
     std::lock_guard<std::mutex> lk(failure_.mu);
