@@ -123,6 +123,14 @@ TEST(DeviceOptimizer, ResidentLayersAreBitIdenticalWithTheHostOptimizer) {
       }
 }
 
+// The embedding, the head and decoder layers 0 .. n-1 on the device, per unit.
+std::vector<bool> outer_and_bottom(size_t units, int n) {
+  std::vector<bool> on(units, false);
+  on.front() = on.back() = true;
+  for (int i = 0; i < n; ++i) on[size_t(1 + i)] = true;
+  return on;
+}
+
 // The plan: decoder layers from the bottom after the embedding and the head, as many as the
 // budget holds, 12 B/param each; with clipping 16 B/param each (the fp32 gradient kept for the
 // update after the norm), so the same budget holds fewer.
@@ -137,10 +145,7 @@ TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
   for (int n : {0, 1, 3, 5}) {
     r.gpu_budget = outer.device_total() + uint64_t(n) * layer + 512;
     const EnginePlan p = make_plan(r);
-    std::vector<bool> want(units.size(), false);
-    want.front() = want.back() = true;
-    for (int i = 0; i < n; ++i) want[size_t(1 + i)] = true;
-    EXPECT_EQ(p.on_device, want) << n << " layers' state fits";
+    EXPECT_EQ(p.on_device, outer_and_bottom(units.size(), n)) << n << " layers' state fits";
     EXPECT_EQ(p.device.optimizer, outer.device.optimizer + uint64_t(n) * layer);
     EXPECT_EQ(p.host.state, outer.host.state - uint64_t(n) * layer);
     EXPECT_LE(p.device_total(), r.gpu_budget);
@@ -166,10 +171,8 @@ TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
   for (int n : {0, 1, 3}) {
     r.gpu_budget = outer_clipped.device_total() + uint64_t(n) * clipped_layer + 512;
     const EnginePlan p = make_plan(r);
-    std::vector<bool> want(units.size(), false);
-    want.front() = want.back() = true;
-    for (int i = 0; i < n; ++i) want[size_t(1 + i)] = true;
-    EXPECT_EQ(p.on_device, want) << n << " clipped layers' state and gradient fit";
+    EXPECT_EQ(p.on_device, outer_and_bottom(units.size(), n))
+        << n << " clipped layers' state and gradient fit";
     EXPECT_EQ(p.device.optimizer, outer_clipped.device.optimizer + uint64_t(n) * clipped_layer);
     EXPECT_LE(p.device_total(), r.gpu_budget);
   }
