@@ -266,10 +266,10 @@ EnginePlan make_plan(const PlanRequest& r) {
   }
 
   // The GPU-resident share: the embedding, then the head — the units whose CPU updates end one
-  // step and start the next — then decoder layers from the bottom (the
-  // first layers' updates are the last of a backward and the first the next forward needs), while
-  // the budget holds their 12 B/param (16 with clipping: the fp32 gradient waits for the norm);
-  // each takes 36 B/param of host traffic a step off the host.
+  // step and start the next — then decoder layers from the bottom (the first layers' updates are
+  // the last of a backward and the first the next forward needs), while the budget holds their
+  // 12 B/param (16 with clipping: the fp32 gradient waits for the norm); each takes 36 B/param of
+  // host traffic a step off the host.
   // For them M may halve, down to kSaturatingTokens (or the longest sample), where the layers'
   // GEMMs already run at their full rate: fewer, larger micro-batches would buy less than the
   // update they make room for.
