@@ -28,7 +28,7 @@ def layers_named(text):
     return int(m.group(2) or a) - a + 1, a
 
 
-def replay(binary, model_dir, plan_text, clip):
+def replay(binary, model_dir, layers, plan_text, clip):
     T = int(re.search(r"steps of ≤ (\d+) tokens", plan_text).group(1))
     window = int(re.search(r"plan: window (\d+)", plan_text).group(1))
     mm = re.search(r"H2D ([0-9.]+) GB/s, D2H ([0-9.]+) GB/s.*?CPU AdamW ([0-9.]+) G params/s "
@@ -40,7 +40,7 @@ def replay(binary, model_dir, plan_text, clip):
     compute_s, host_gparams, adam_s = map(float, c.groups())
     if adam_s > 0:
         slow = host_gparams / adam_s
-    L = CONFIG["num_hidden_layers"]
+    L = layers
     head = 6 * T * CONFIG["hidden_size"] * CONFIG["vocab_size"] / (tflops * 1e12)
     per_token = (compute_s - head) / (T * L) * 1e6
     f, b = per_token * f / (f + b), per_token * b / (f + b)
@@ -79,14 +79,14 @@ def main():
                     continue
                 if int(model.group(2)) != CONFIG["hidden_size"]:
                     continue
-                CONFIG["num_hidden_layers"] = int(model.group(1))
-                model_dir = os.path.join(tmp, "l" + model.group(1))
+                layers = int(model.group(1))
+                model_dir = os.path.join(tmp, f"l{layers}")
                 os.makedirs(model_dir, exist_ok=True)
                 with open(os.path.join(model_dir, "config.json"), "w") as f:
-                    json.dump(CONFIG, f)
+                    json.dump(dict(CONFIG, num_hidden_layers=layers), f)
                 clip = re.search(r"_clip([0-9.]+)\.plan\.log$", plan)
                 clip = clip is not None and float(clip.group(1)) > 0
-                T, dev, held, now = replay(binary, model_dir, plan_text, clip)
+                T, dev, held, now = replay(binary, model_dir, layers, plan_text, clip)
                 measured = float(timing.group(1))
                 then = float(own.group(1)) if own else float("nan")
                 rows.append((os.path.relpath(plan[: -len(".plan.log")]), T, dev, held, clip,

@@ -118,7 +118,7 @@ struct Sim {
       }
     };
     const int slots = plan.grad_ring_slots;
-    std::vector<double> slot_free(size_t(std::max(slots, 1)), 0.0);
+    std::vector<double> ring_free(size_t(std::max(slots, 1)), 0.0);  // per ring slot
     int next_slot = 0;
     // Unit u's gradient goes D2H from `from` on; returns when its D2H is done.
     auto send = [&](size_t u, double from) {
@@ -133,7 +133,7 @@ struct Sim {
       const double piece = double(std::max<int64_t>(plan.grad_piece, 1));
       for (double off = 0; off < double(numel[u]); off += piece) {
         const double k = std::min(piece, double(numel[u]) - off);
-        double& slot = slot_free[size_t(next_slot)];
+        double& slot = ring_free[size_t(next_slot)];
         next_slot = (next_slot + 1) % slots;
         d2h = std::max({d2h, from, slot}) + k * double(plan.dtype_bytes) / d2h_rate;
         held_work(d2h);
