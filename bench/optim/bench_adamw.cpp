@@ -1,10 +1,15 @@
-// bench_adamw N_MILLION [threads]: one AdamW step over N million fp32 params (fp32 grads, as
-// torch's CPU AdamW takes them), median of 5, printing G params/s and GB/s. The peer, torch's
-// CPU AdamW on the same N and threads, is timed by bench/optim/peer_adamw.py in the same run.
+// bench_adamw N_MILLION [threads] [spinners]: one AdamW step over N million fp32 params (fp32
+// grads, as torch's CPU AdamW takes them), median of 5, printing G params/s and GB/s. The peer,
+// torch's CPU AdamW on the same N and threads, is timed by bench/optim/peer_adamw.py in the same
+// run. `spinners` threads busy-wait beside the steps, as a host thread spinning in a CUDA
+// synchronize does beside the engine's update pool: what one CPU wanted twice costs the step.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -13,7 +18,15 @@
 int main(int argc, char** argv) {
   const int64_t n = int64_t(argc > 1 ? std::atof(argv[1]) : 64) * 1000000;
   const int threads = argc > 2 ? std::atoi(argv[2]) : sf::ThreadPool::global().size();
+  const int spinners = argc > 3 ? std::atoi(argv[3]) : 0;
   sf::ThreadPool pool(threads);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spin;
+  for (int i = 0; i < spinners; ++i)
+    spin.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
   std::vector<float> p(size_t(n), 0.01f), m(size_t(n), 0.0f), v(size_t(n), 0.0f),
       g(size_t(n), 0.001f);
   sf::AdamWParams hp{1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f};
@@ -25,12 +38,14 @@ int main(int argc, char** argv) {
                    hp, 1.0f, nullptr);
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  stop = true;
+  for (auto& s : spin) s.join();
   t.erase(t.begin());  // warm-up
   std::sort(t.begin(), t.end());
   const double s = t[t.size() / 2];
   // read p, m, v, g; write p, m, v: 28 bytes per param
-  std::printf("slideformer adamw (%s, %d threads): n=%lld  %.3f s  %.2f G params/s  %.1f GB/s\n",
-              std::string(sf::optim_isa_name(isa)).c_str(), threads, (long long)n, s,
+  std::printf("slideformer adamw (%s, %d threads, %d spinning beside): n=%lld  %.3f s  %.2f G params/s  %.1f GB/s\n",
+              std::string(sf::optim_isa_name(isa)).c_str(), threads, spinners, (long long)n, s,
               double(n) / s / 1e9, 28.0 * double(n) / s / 1e9);
   return 0;
 }

@@ -14,7 +14,7 @@ thread_local bool t_inside_pool = false;
 }
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -26,7 +26,21 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+std::exception_ptr ThreadPool::run_chunks(const std::function<void(int64_t, int64_t)>& fn,
+                                          int64_t n, int64_t chunk) {
+  for (;;) {
+    const int64_t begin = next_.fetch_add(chunk, std::memory_order_relaxed);
+    if (begin >= n) return nullptr;
+    try {
+      fn(begin, std::min(n, begin + chunk));
+    } catch (...) {
+      next_.store(n, std::memory_order_relaxed);  // hand out nothing more
+      return std::current_exception();
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
   int64_t seen = 0;
   t_inside_pool = true;
   for (;;) {
@@ -37,13 +51,7 @@ void ThreadPool::worker_loop(int index) {
     const auto* fn = job_;
     int64_t n = job_n_, chunk = job_chunk_;
     lk.unlock();
-    int64_t begin = int64_t(index) * chunk;
-    std::exception_ptr err;
-    try {
-      if (begin < n) (*fn)(begin, std::min(n, begin + chunk));
-    } catch (...) {
-      err = std::current_exception();
-    }
+    std::exception_ptr err = run_chunks(*fn, n, chunk);
     lk.lock();
     if (err && !error_) error_ = err;
     if (--pending_ == 0) cv_done_.notify_all();
@@ -60,9 +68,11 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     return;
   }
   std::lock_guard<std::mutex> call(call_mu_);
-  int64_t chunk = (n + size() - 1) / size();
+  const int64_t per = int64_t(size()) * kChunksPerThread;
+  const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + per - 1) / per);
   {
     std::lock_guard<std::mutex> lk(mu_);
+    next_.store(0, std::memory_order_relaxed);
     job_ = &fn;
     job_n_ = n;
     job_chunk_ = chunk;
@@ -70,14 +80,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     ++generation_;
   }
   cv_work_.notify_all();
-  // Every share finishes before this returns, even when one throws; the first error is rethrown.
-  std::exception_ptr err;
+  // Every chunk running finishes before this returns, even when one throws; the first error is
+  // rethrown.
   t_inside_pool = true;
-  try {
-    fn(0, std::min(n, chunk));
-  } catch (...) {
-    err = std::current_exception();
-  }
+  std::exception_ptr err = run_chunks(fn, n, chunk);
   t_inside_pool = false;
   std::unique_lock<std::mutex> lk(mu_);
   cv_done_.wait(lk, [&] { return pending_ == 0; });

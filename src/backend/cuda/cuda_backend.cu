@@ -508,9 +508,9 @@ class CudaBackend final : public Backend {
   // How a host thread waits for the device (cudaStreamSynchronize, cudaEventSynchronize). CUDA's
   // default with one context on a many-core host is to spin: the engine's thread then burns a
   // core through the whole backward while it waits at the step's end, one of the cores the CPU
-  // AdamW's pool splits its static shares over. SF_CUDA_SYNC=blocking makes it sleep until the
-  // device signals (a wake-up of some µs per wait, a few waits per step). Not the default until
-  // measured (bench/e2e/next/c_sync_mode.sh); a driver that refuses the flag on a device already
+  // AdamW's pool runs on. SF_CUDA_SYNC=blocking makes it sleep until the device signals (a
+  // wake-up of some µs per wait, a few waits per step). Not the default until measured
+  // (bench/e2e/next/d_sync_and_clip.sh); a driver that refuses the flag on a device already
   // in use keeps spinning (no error: only speed depends on it).
   void set_sync_mode() {
     const char* e = std::getenv("SF_CUDA_SYNC");
