@@ -92,6 +92,8 @@ class Backend {
   virtual void bind_thread() {}
 
   // ---- memory, streams, events, copies ----
+  // Pinned host memory comes zeroed (the engine's fresh Adam moments rely on it); device memory
+  // does not.
   virtual Buffer alloc(MemoryKind kind, size_t bytes, const char* what) = 0;
   virtual std::unique_ptr<Stream> create_stream(const char* name) = 0;
   virtual std::unique_ptr<Event> create_event() = 0;

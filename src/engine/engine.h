@@ -43,6 +43,12 @@
 
 namespace sf {
 
+// Writes elements [begin, begin + count) of part `part` (0 master, 1 m, 2 v) of a tensor to dst.
+// A host tensor comes in one piece; a GPU-resident or NVMe one in pieces of at most the plan's
+// state_piece elements, in order, through one host buffer (the plan's host.state_copy).
+using StateFill =
+    std::function<void(const TensorDesc&, int part, int64_t begin, int64_t count, float* dst)>;
+
 struct EngineOptions {
   int window = 2;                 // W: decoder layers resident on the device at once
   int64_t max_tokens = 0;         // T of the largest step
@@ -77,6 +83,12 @@ struct EngineOptions {
   // Cut each step into shares of equal tokens (whole samples; packed steps, whose sample counts
   // vary) instead of equal counts of samples. A share then holds at most T/N + the longest sample.
   bool balance_tokens = false;
+  // Where set, the initial master weights (part 0; m and v start at zero), as init_weights takes
+  // them: each host unit's are written by the thread that pinned its buffer, as soon as it has,
+  // so reading and converting a checkpoint overlaps the rest of the allocation. The callback is
+  // called from several threads at once (each on its own tensors) and must outlive the
+  // constructor only.
+  StateFill initial_weights;
 };
 
 struct StepResult {
@@ -108,11 +120,6 @@ struct TensorState {
   Fetch fetch;  // empty: the pointers stay valid (host memory)
 };
 
-// Writes elements [begin, begin + count) of part `part` (0 master, 1 m, 2 v) of a tensor to dst.
-// A host tensor comes in one piece; a GPU-resident or NVMe one in pieces of at most the plan's
-// state_piece elements, in order, through one host buffer (the plan's host.state_copy).
-using StateFill =
-    std::function<void(const TensorDesc&, int part, int64_t begin, int64_t count, float* dst)>;
 // Reads elements [begin, begin + count) of a tensor's master weights from src, in pieces as above.
 using WeightVisit =
     std::function<void(const TensorDesc&, int64_t begin, int64_t count, const float* src)>;
@@ -135,7 +142,7 @@ class Engine {
   const UnitLayout& layout(int unit) const { return host_[size_t(unit)]->layout; }
 
   // Fills fp32 master weights tensor by tensor, piece by piece (StateFill, part 0; m and v are
-  // zeroed), e.g. from a checkpoint; call before training.
+  // zeroed), e.g. from a checkpoint; call before training (or give EngineOptions::initial_weights).
   void init_weights(const StateFill& fill);
   // Visits each tensor's fp32 master weights (after all pending updates), piece by piece; `src`
   // is valid during the callback only (a GPU-resident tensor is copied to the host for it).
@@ -181,6 +188,9 @@ class Engine {
   void setup_device(const PlanRequest& req);
   // Device 0's alone: the NVMe tier, the optimizer, its CPUs, the trace.
   void setup_host_side(const PlanRequest& req);
+  // Unit u's master from `fill`, its m and v zero; `fresh`: a host unit's memory is as the
+  // allocation left it, zero (Backend::alloc), so only the master's tensors are written.
+  void init_unit(size_t u, const StateFill& fill, bool fresh);
   // The step's samples cut into one share per device, whole samples in order: equal counts (±1),
   // or with balance_tokens equal tokens where the samples allow; each within the plan.
   std::vector<Batch> split_shares(const Batch& batch, int parts) const;

@@ -111,19 +111,25 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     }
     const int host_ckpts = plan_.ckpt_on_nvme ? 0 : L;
     for (int i = 0; i < host_ckpts; ++i) sizes.push_back(size_t(T * C) * dsz);
-    std::vector<Buffer> bufs = alloc_pinned(be_, sizes, "master weights, Adam state, checkpoints");
-    for (size_t k = 0; k < host_units.size(); ++k) {
+    // Each host unit is carved, and its initial weights written where the options carry them,
+    // by the thread that pinned its buffer, while the other threads go on pinning.
+    auto ready = [&](size_t k, void* base_ptr) {
+      if (k >= host_units.size()) return;  // a checkpoint
       UnitState& h = *host_[host_units[k]];
-      char* base = static_cast<char*>(bufs[k].data());
+      char* base = static_cast<char*>(base_ptr);
       if (h.master_on_nvme) {  // its gradient alone (held for clipping); the state is the tier's
         h.grad = base;
-      } else {  // with m and v on the disk, its master alone
-        const size_t state =
-            UnitState::host_state_bytes(h.layout.numel, false, h.on_nvme, false);
-        h.carve(base, plan_.held[host_units[k]] ? base + state : nullptr, h.on_nvme);
+        return;
       }
-      host_state_.push_back(std::move(bufs[k]));
-    }
+      // With m and v on the disk, its master alone.
+      const size_t state = UnitState::host_state_bytes(h.layout.numel, false, h.on_nvme, false);
+      h.carve(base, plan_.held[host_units[k]] ? base + state : nullptr, h.on_nvme);
+      if (opt_.initial_weights && !h.on_nvme && !h.on_device)
+        init_unit(host_units[k], opt_.initial_weights, /*fresh=*/true);
+    };
+    std::vector<Buffer> bufs =
+        alloc_pinned(be_, sizes, "master weights, Adam state, checkpoints", ready);
+    for (size_t k = 0; k < host_units.size(); ++k) host_state_.push_back(std::move(bufs[k]));
     for (int i = 0; i < host_ckpts; ++i) {
       host_ckpt_.push_back(std::move(bufs[host_units.size() + size_t(i)]));
       ckpt_.push_back(static_cast<char*>(host_ckpt_.back().data()));
@@ -137,6 +143,10 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
   }
   setup_device(req);
   setup_host_side(req);
+  if (opt_.initial_weights)  // the units whose state is not in a pinned buffer of their own
+    for (size_t u = 0; u < host_.size(); ++u)
+      if (host_[u]->on_device || host_[u]->on_nvme) init_unit(u, opt_.initial_weights, false);
+  opt_.initial_weights = nullptr;  // the caller's source need not outlive the constructor
   if (devices == 1) return;
   // The other devices' engines, each made on its device; then this thread is this device's again.
   for (int r = 1; r < devices; ++r) {
@@ -383,34 +393,34 @@ void Engine::with_host_part(const UnitState& h, const UnitLayout::Entry& e, int 
 
 void Engine::init_weights(const StateFill& fill) {
   sync_state();
-  for (size_t u = 0; u < host_.size(); ++u) {
-    const auto& h = host_[u];
-    const int64_t n = h->layout.numel;
-    if (h->on_nvme) {
-      nvme_->with_state(int(u), /*write_back=*/true, [&](float* master, float* m, float* v) {
-        zero_floats(master, n);
-        for (const auto& e : h->layout.entries) fill(e.desc, 0, 0, e.numel, master + e.offset);
-        zero_floats(m, n);
-        zero_floats(v, n);
-      });
-      continue;
-    }
-    if (h->on_device) {
-      for (float* a : {h->master, h->m, h->v})
-        be_.fill_zero(Tensor(a, DType::kF32, {n}), *compute_);
-      for (const auto& e : h->layout.entries)  // m and v are zero: the master alone goes up
-        with_host_part(*h, e, 0, /*read=*/false, /*write_back=*/true,
-                       [&](float* master, int64_t begin, int64_t count) {
-                         fill(e.desc, 0, begin, count, master);
-                       });
-      continue;
-    }
-    zero_floats(h->master, n);
-    for (const auto& e : h->layout.entries) fill(e.desc, 0, 0, e.numel, h->master + e.offset);
-    zero_floats(h->m, n);
-    zero_floats(h->v, n);
-  }
+  for (size_t u = 0; u < host_.size(); ++u) init_unit(u, fill, false);
   forget_loaded();
+}
+
+void Engine::init_unit(size_t u, const StateFill& fill, bool fresh) {
+  const auto& h = host_[u];
+  const int64_t n = h->layout.numel;
+  if (h->on_nvme) {
+    nvme_->with_state(int(u), /*write_back=*/true, [&](float* master, float* m, float* v) {
+      zero_floats(master, n);
+      for (const auto& e : h->layout.entries) fill(e.desc, 0, 0, e.numel, master + e.offset);
+      zero_floats(m, n);
+      zero_floats(v, n);
+    });
+    return;
+  }
+  if (h->on_device) {
+    for (float* a : {h->master, h->m, h->v}) be_.fill_zero(Tensor(a, DType::kF32, {n}), *compute_);
+    for (const auto& e : h->layout.entries)  // m and v are zero: the master alone goes up
+      with_host_part(*h, e, 0, /*read=*/false, /*write_back=*/true,
+                     [&](float* master, int64_t begin, int64_t count) {
+                       fill(e.desc, 0, begin, count, master);
+                     });
+    return;
+  }
+  if (!fresh)
+    for (float* a : {h->master, h->m, h->v}) zero_floats(a, n);
+  for (const auto& e : h->layout.entries) fill(e.desc, 0, 0, e.numel, h->master + e.offset);
 }
 
 TensorState::Fetch Engine::fetcher(size_t u, const UnitLayout::Entry* e) {

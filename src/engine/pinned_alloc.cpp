@@ -9,7 +9,7 @@
 namespace sf {
 
 std::vector<Buffer> alloc_pinned(Backend& be, const std::vector<size_t>& sizes, const char* what,
-                                 int threads) {
+                                 const std::function<void(size_t, void*)>& ready, int threads) {
   std::vector<Buffer> out(sizes.size());
   std::atomic<size_t> next{0};
   std::mutex mu;
@@ -21,7 +21,10 @@ std::vector<Buffer> alloc_pinned(Backend& be, const std::vector<size_t>& sizes, 
         if (error) return;
       }
       try {
-        if (sizes[i]) out[i] = be.alloc(MemoryKind::kPinnedHost, sizes[i], what);
+        if (sizes[i]) {
+          out[i] = be.alloc(MemoryKind::kPinnedHost, sizes[i], what);
+          if (ready) ready(i, out[i].data());
+        }
       } catch (...) {
         std::lock_guard<std::mutex> lk(mu);
         if (!error) error = std::current_exception();

@@ -5,15 +5,20 @@
 // registration.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "backend/backend.h"
 
 namespace sf {
 
-// One buffer per size (0 gives an empty Buffer), in order; the first failure is rethrown after
-// every thread has finished.
+// One buffer per size (0 gives an empty Buffer), in order. `ready(i, data)`, where given, runs
+// on the thread that took buffer i right after it (not for empty ones), so work on the first
+// buffers overlaps the pinning of the rest. The first failure, of an allocation or of `ready`,
+// is rethrown after every thread has finished; no buffer is started after it.
 std::vector<Buffer> alloc_pinned(Backend& backend, const std::vector<size_t>& sizes,
-                                 const char* what, int threads = 8);
+                                 const char* what,
+                                 const std::function<void(size_t, void*)>& ready = {},
+                                 int threads = 8);
 
 }  // namespace sf

@@ -1,5 +1,9 @@
 #include "train/checkpoint.h"
 
+#include <memory>
+#include <mutex>
+#include <optional>
+
 #include "io/safetensors.h"
 #include "model/weights.h"
 
@@ -16,12 +20,35 @@ TensorToWrite state_to_write(const TensorState& t, const std::string& name, int 
   return w;
 }
 
+StateFill model_weights_fill(const SafetensorsReader& reader, const ModelSpec& spec) {
+  check_checkpoint_tensors(reader, spec);
+  return [&reader](const TensorDesc& desc, int, int64_t begin, int64_t count, float* dst) {
+    load_tensor_f32(reader, desc, begin, count, dst);
+  };
+}
+
+StateFill model_weights_fill_on_first_use(const std::filesystem::path& model_dir,
+                                          const ModelSpec& spec) {
+  struct Source {
+    std::once_flag opened;
+    std::optional<SafetensorsReader> reader;
+    StateFill fill;
+  };
+  auto src = std::make_shared<Source>();
+  return [src, model_dir, spec](const TensorDesc& desc, int part, int64_t begin, int64_t count,
+                                float* dst) {
+    // A throw leaves the flag unset: each later caller tries again and gets the same error.
+    std::call_once(src->opened, [&] {
+      src->reader.emplace(model_dir);
+      src->fill = model_weights_fill(*src->reader, spec);
+    });
+    src->fill(desc, part, begin, count, dst);
+  };
+}
+
 void load_model_weights(Engine& engine, const std::filesystem::path& model_dir) {
   SafetensorsReader reader(model_dir);
-  check_checkpoint_tensors(reader, engine.spec());
-  engine.init_weights([&](const TensorDesc& desc, int, int64_t begin, int64_t count, float* dst) {
-    load_tensor_f32(reader, desc, begin, count, dst);
-  });
+  engine.init_weights(model_weights_fill(reader, engine.spec()));
 }
 
 void save_model_checkpoint(Engine& engine, const std::filesystem::path& out_dir,

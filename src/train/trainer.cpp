@@ -199,8 +199,11 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.collective = setup.collective.get();
   opt.balance_tokens = c.packing;
   if (!setup.devices_line.empty()) log << "data parallel: " << setup.devices_line << "\n";
+  // A fresh run's weights are read and converted by the threads that pin the host memory, as
+  // each unit's buffer is taken (EngineOptions::initial_weights); a resumed run's come after.
+  if (!resume) opt.initial_weights = model_weights_fill_on_first_use(c.model_dir, spec);
   Engine engine(*backend, spec, opt);
-  startup.mark("allocation");
+  startup.mark(resume ? "allocation" : "allocation with the weights");
   log << "plan: " << engine.plan().describe() << "\n";
   if (!engine.cpu_placement().empty()) log << "  " << engine.cpu_placement() << "\n";
   // The NVMe tier's disk, measured in its directory: the prediction's disk rates and the floor
@@ -243,13 +246,11 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     load_training_tensors(engine, *resume, st.global_step);
     start_step = st.global_step;
     log << "resumed from " << resume->string() << " at step " << start_step << "\n";
-  } else {
-    if (c.resume_from_checkpoint == "auto")
-      log << "resume_from_checkpoint auto: no checkpoint in " << c.output_dir.string()
-          << ", starting from the model\n";
-    load_model_weights(engine, c.model_dir);
+    startup.mark("weights");
+  } else if (c.resume_from_checkpoint == "auto") {
+    log << "resume_from_checkpoint auto: no checkpoint in " << c.output_dir.string()
+        << ", starting from the model\n";
   }
-  startup.mark("weights");
   const std::string plan_line =
       str_cat("model ", spec.arch_name, ": ", spec.layers, " layers, hidden ", spec.hidden, ", ",
               parameter_count(spec), " parameters; ", n_train, " samples of ≤ ", c.cutoff_len,

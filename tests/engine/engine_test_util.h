@@ -81,11 +81,17 @@ inline std::vector<std::vector<float>> all_weights(Engine& e, int64_t prefix = 0
 
 // `steps` steps of the alternating test batches; the losses and the first 8 values of every
 // tensor after them (all of them with `whole`).
-inline TrainRun train(const fs::path& dir, const EngineOptions& opt, int steps, bool whole = false) {
+// `at_construction`: the weights given to the constructor (EngineOptions::initial_weights, as
+// `train` does) instead of to init_weights after it.
+inline TrainRun train(const fs::path& dir, const EngineOptions& opt, int steps, bool whole = false,
+                      bool at_construction = false) {
   auto be = make_cpu_backend();
   ModelSpec spec = load_model_spec(dir);
-  Engine e(*be, spec, opt);
-  load_model_weights(e, dir);
+  EngineOptions o = opt;
+  const SafetensorsReader reader(dir);
+  if (at_construction) o.initial_weights = model_weights_fill(reader, spec);
+  Engine e(*be, spec, o);
+  if (!at_construction) load_model_weights(e, dir);
   TrainRun r;
   for (int s = 0; s < steps; ++s)
     r.losses.push_back(e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);

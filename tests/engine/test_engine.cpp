@@ -41,6 +41,23 @@ TEST(Engine, EveryWindowGivesIdenticalResults) {
   }
 }
 
+// The trainer gives a fresh run's weights to the constructor, which writes each host unit's as
+// soon as its buffer is pinned (the zero of fresh memory standing for m and v) and the
+// GPU-resident units' after: the same bits as init_weights after construction.
+TEST(Engine, WeightsGivenToTheConstructorTrainAsInitWeights) {
+  const fs::path dir = tiny_model("ctor_weights", "llama", false);
+  for (float clip : {0.0f, 1.0f})
+    for (DeviceOptimizer d : {DeviceOptimizer::kOff, DeviceOptimizer::kAll}) {
+      EngineOptions opt = run_options(2, clip);
+      opt.device_optimizer = d;
+      const TrainRun after = train(dir, opt, 3, /*whole=*/true);
+      const TrainRun given = train(dir, opt, 3, /*whole=*/true, /*at_construction=*/true);
+      EXPECT_EQ(given.losses, after.losses) << "clip " << clip << " device " << int(d);
+      EXPECT_EQ(given.weights, after.weights) << "clip " << clip << " device " << int(d);
+      EXPECT_LT(after.losses.back(), after.losses.front());
+    }
+}
+
 TEST(Engine, ImmediateUpdateEqualsDeferredWhenClipDoesNotBite) {
   fs::path dir = tiny_model("noclip", "llama", false);
   TrainRun deferred = train(dir, 2, 1e9f, 4);   // clipping on, factor 1

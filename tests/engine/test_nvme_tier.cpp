@@ -63,6 +63,23 @@ TEST(EngineNvme, IsBitIdenticalWithTheHostRun) {
   fs::remove_all(scratch);
 }
 
+// Weights given to the constructor reach the NVMe units (m and v, and masters, on the disk) as
+// init_weights's do.
+TEST(EngineNvme, WeightsGivenToTheConstructorTrainAsInitWeights) {
+  SF_SKIP_WITHOUT_IO_URING();
+  const fs::path scratch = scratch_dir("ctor_weights");
+  const fs::path dir = tiny_model("nvme_ctor_weights", "llama", false);
+  for (float clip : {0.0f, 1.0f})
+    for (auto [layers, masters] : {std::pair{3, 0}, {5, 2}}) {
+      const EngineOptions opt = on_nvme(2, clip, layers, scratch, masters);
+      const TrainRun after = train(dir, opt, 3, /*whole=*/true);
+      const TrainRun given = train(dir, opt, 3, /*whole=*/true, /*at_construction=*/true);
+      EXPECT_EQ(given.losses, after.losses) << "clip " << clip << " layers " << layers;
+      EXPECT_EQ(given.weights, after.weights) << "clip " << clip << " layers " << layers;
+    }
+  fs::remove_all(scratch);
+}
+
 // GPU-resident layers and the NVMe tier in one run: nvme_layers counts the lowest layers whose
 // state is on the host (the resident ones have none to move), and the run is the host run's bits.
 TEST(EngineNvme, CountsTheLayersAboveTheGpuResidentOnes) {

@@ -168,8 +168,8 @@ class CudaBackend final : public Backend {
     }
     return pinned_host(bytes, what);
   }
-  // Pinned host memory. By default anonymous memory in transparent huge pages, touched here
-  // (so the kernel zeroes it in this thread: alloc_pinned runs several such threads) and then
+  // Pinned host memory, zeroed. By default anonymous memory in transparent huge pages, touched
+  // here (so the kernel zeroes it in this thread: alloc_pinned runs several such threads) and then
   // registered with cudaHostRegister, which pins 2 MiB pages instead of 4 KiB ones;
   // SF_PINNED=hostalloc takes cudaHostAlloc instead (the old path, for comparison).
   Buffer pinned_host(size_t bytes, const char* what) {
@@ -182,6 +182,7 @@ class CudaBackend final : public Backend {
     if (hostalloc) {
       SF_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "alloc: ", gib(bytes), " (",
                     bytes, " bytes) of pinned host memory for ", what);
+      std::memset(p, 0, bytes);  // Backend::alloc's promise; CUDA makes none for this memory
       return Buffer(p, bytes, [](void* q) { cudaFreeHost(q); });
     }
     const size_t huge = size_t(2) << 20, n = (bytes + huge - 1) / huge * huge;
