@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Call D (any GPU). Carry .dev/e2e: slideformer and bench_adamw (stripped) of this HEAD, and in
 # .dev/e2e/old/ the same two built before the thread pool handed out chunks dynamically
-# (static shares). One call for what is most wanted when machines are scarce:
+# (static shares) and before a fresh run's weights were read while the host memory is pinned
+# (so the start-up lines of the two compare too). One call for what is most wanted when machines
+# are scarce:
 # (0) the CPU AdamW with 0, 1, 2 threads spinning beside it, static shares against dynamic chunks
 #     (bench_adamw, 16 threads, 16 M params as one ring piece and 256 M);
 # (1) 1024x8 (traced) and 1024x16 at 24 GiB in three arms, each with its own machine-constant
