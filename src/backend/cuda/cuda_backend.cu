@@ -509,9 +509,10 @@ class CudaBackend final : public Backend {
   // How a host thread waits for the device (cudaStreamSynchronize, cudaEventSynchronize). CUDA's
   // default with one context on a many-core host is to spin: the engine's thread then burns a
   // core through the whole backward while it waits at the step's end, one of the cores the CPU
-  // AdamW's pool runs on. SF_CUDA_SYNC=blocking makes it sleep until the device signals (a
-  // wake-up of some µs per wait, a few waits per step). Not the default until measured
-  // (bench/e2e/next/d_sync_and_clip.sh); a driver that refuses the flag on a device already
+  // AdamW's pool runs on (its chunks go to the other threads meanwhile). SF_CUDA_SYNC=blocking
+  // makes it sleep until the device signals (a wake-up of some µs per wait): measured against
+  // spinning, 8B on the H200 machine, no difference beyond the noise (docs/perf.md, 2026-12-07),
+  // so spinning stays the default; a driver that refuses the flag on a device already
   // in use keeps spinning (no error: only speed depends on it).
   void set_sync_mode() {
     const char* e = std::getenv("SF_CUDA_SYNC");
