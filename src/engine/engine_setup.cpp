@@ -121,7 +121,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
         h.grad = base;
         return;
       }
-      // With m and v on the disk, its master alone.
+      // Master, m and v (with m and v on the disk, its master alone), then any held gradient.
       const size_t state = UnitState::host_state_bytes(h.layout.numel, false, h.on_nvme, false);
       h.carve(base, plan_.held[host_units[k]] ? base + state : nullptr, h.on_nvme);
       if (opt_.initial_weights && !h.on_nvme && !h.on_device)
