@@ -8,8 +8,8 @@ B=.dev/e2e
 { nvidia-smi -L; nproc; free -g; } > $R/machine.txt
 five() { OUT=$R/e2e BIN=$B STEPS=4 bash bench/e2e/run.sh > $R/e2e_24.txt 2>&1; }
 export -f five; export R B
-timeout 320 bash -c five
-timeout 130 python3 bench/e2e/torch_control.py /tmp/sf_e2e/model 1024x8 4 > $R/torch_1024x8.txt 2>&1
+timeout 290 bash -c five
+timeout 120 python3 bench/e2e/torch_control.py /tmp/sf_e2e/model 1024x8 4 > $R/torch_1024x8.txt 2>&1
 # With time left (TRACED=1): 1024x64 traced, where the GPU-bound step's 0.7 s over its prediction goes.
 if [ "${TRACED:-0}" = 1 ]; then
   mkdir -p $R/traced $R/traces
