@@ -15,5 +15,5 @@ ab() {
   done
 }
 export -f ab; export R B
-timeout 200 bash -c ab
+timeout 140 bash -c ab
 tar czf $OUT/f.tgz -C $OUT f && rm -rf $R
