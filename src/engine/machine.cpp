@@ -26,6 +26,22 @@ namespace sf {
 namespace fs = std::filesystem;
 namespace {
 
+// The cache's format and how its constants are measured. 2 since the thread pool hands out chunks
+// (2026-12-07): the CPU AdamW rates measured with static shares understate the engine's by up to a
+// third, so a cache written before is measured again.
+constexpr int kCacheVersion = 2;
+
+// A cache file's contents this version can use.
+bool usable_cache(const nlohmann::json& all) {
+  return all.is_object() && all.contains("version") && all["version"].is_number_integer() &&
+         all["version"].get<int>() == kCacheVersion && all.contains("entries") &&
+         all["entries"].is_object();
+}
+
+nlohmann::json empty_cache() {
+  return nlohmann::json{{"version", kCacheVersion}, {"entries", nlohmann::json::object()}};
+}
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -333,8 +349,7 @@ std::optional<MachineConstants> cached_machine_constants(Backend& be, const Mode
   if (!fs::is_regular_file(file, ec)) return std::nullopt;
   std::ifstream in(file);
   const nlohmann::json all = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!all.is_object() || !all.contains("entries") || !all["entries"].is_object())
-    return std::nullopt;
+  if (!usable_cache(all)) return std::nullopt;
   const std::string key = machine_key(be, spec, micro_tokens, S);
   if (!all["entries"].contains(key)) return std::nullopt;
   return from_json(key, all["entries"][key]);
@@ -349,10 +364,10 @@ MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t m
   std::error_code ec;
   if (fs::is_regular_file(file, ec)) {
     std::ifstream in(file);
-    // An unreadable or foreign cache is not an error: it is measured again and rewritten.
+    // An unreadable, foreign or older cache is not an error: it is measured again and rewritten.
     all = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!all.is_object() || !all.contains("entries") || !all["entries"].is_object())
-      all = nlohmann::json{{"version", 1}, {"entries", nlohmann::json::object()}};
+    if (!usable_cache(all))
+      all = empty_cache();
     else if (!remeasure)
       if (auto m = from_json(key, all["entries"][key])) {
         if (note) *note = str_cat("machine constants from ", file.string(), " (measured ",
@@ -360,10 +375,9 @@ MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t m
         return *m;
       }
   } else {
-    all = nlohmann::json{{"version", 1}, {"entries", nlohmann::json::object()}};
+    all = empty_cache();
   }
   const MachineConstants m = measure_machine(be, spec, micro_tokens, S, adam_params);
-  all["version"] = 1;
   all["entries"][key] = to_json(m);
   try {
     fs::create_directories(file.parent_path().empty() ? fs::path(".") : file.parent_path());

@@ -4,6 +4,8 @@
 // constants' cache (engine/machine.h), and `slideformer plan` / `train` printing them.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <fstream>
 
 #include "../train/train_test_util.h"
@@ -306,6 +308,25 @@ TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
   EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));
   std::ofstream(file) << "not json";
   machine_constants(*be, spec, 64, 32, file, false, &note, kSmall);
+  EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));
+  // a cache of an older version (its AdamW rates measured with the pool's static shares) is
+  // measured again, its entries dropped
+  {
+    std::ifstream in(file);
+    nlohmann::json all = nlohmann::json::parse(in);
+    all["version"] = 1;
+    all["entries"]["another key"] = all["entries"][machine_key(*be, spec, 64, 32)];
+    std::ofstream(file) << all.dump();
+  }
+  EXPECT_FALSE(cached_machine_constants(*be, spec, 64, 32, file));
+  machine_constants(*be, spec, 64, 32, file, false, &note, kSmall);
+  EXPECT_NE(note.find("measured now"), std::string::npos) << note;
+  {
+    std::ifstream in(file);
+    const nlohmann::json all = nlohmann::json::parse(in);
+    EXPECT_EQ(all["version"], 2);
+    EXPECT_FALSE(all["entries"].contains("another key"));
+  }
   EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));
   fs::remove_all(d);
 }
