@@ -4,9 +4,8 @@
 // constants' cache (engine/machine.h), and `slideformer plan` / `train` printing them.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "../train/train_test_util.h"
 #include "backend/cpu/cpu_backend.h"
