@@ -30,18 +30,21 @@ StateFill model_weights_fill(const SafetensorsReader& reader, const ModelSpec& s
 StateFill model_weights_fill_on_first_use(const std::filesystem::path& model_dir,
                                           const ModelSpec& spec) {
   struct Source {
-    std::once_flag opened;
+    std::mutex mu;
     std::optional<SafetensorsReader> reader;
-    StateFill fill;
+    StateFill fill;  // set once, under mu
   };
   auto src = std::make_shared<Source>();
   return [src, model_dir, spec](const TensorDesc& desc, int part, int64_t begin, int64_t count,
                                 float* dst) {
-    // A throw leaves the flag unset: each later caller tries again and gets the same error.
-    std::call_once(src->opened, [&] {
-      src->reader.emplace(model_dir);
-      src->fill = model_weights_fill(*src->reader, spec);
-    });
+    {
+      // A throw leaves `fill` unset: each later caller tries again and gets the same error.
+      std::lock_guard<std::mutex> lk(src->mu);
+      if (!src->fill) {
+        src->reader.emplace(model_dir);
+        src->fill = model_weights_fill(*src->reader, spec);
+      }
+    }
     src->fill(desc, part, begin, count, dst);
   };
 }
