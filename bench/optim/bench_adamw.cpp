@@ -1,5 +1,7 @@
-// bench_adamw N_MILLION [threads] [spinners]: one AdamW step over N million fp32 params (fp32
-// grads, as torch's CPU AdamW takes them), median of 5, printing G params/s and GB/s. The peer,
+// bench_adamw N_MILLION [threads] [spinners] [bf16]: one AdamW step over N million fp32 params (fp32
+// grads, as torch's CPU AdamW takes them; `bf16`: bf16 grads, as the engine's), median of 5,
+// printing G params/s and GB/s: the whole step, then its two halves (AdamWWrite: the weights
+// alone, the moments alone), which the clipped update runs apart. The peer,
 // torch's CPU AdamW on the same N and threads, is timed by bench/optim/peer_adamw.py in the same
 // run. `spinners` threads busy-wait beside the steps, as a host thread spinning in a CUDA
 // synchronize does beside the engine's update pool: what one CPU wanted twice costs the step.
@@ -27,25 +29,39 @@ int main(int argc, char** argv) {
       while (!stop.load(std::memory_order_relaxed)) {
       }
     });
+  const bool bf16 = argc > 4 && std::string(argv[4]) == "bf16";
+  const sf::DType gd = bf16 ? sf::DType::kBF16 : sf::DType::kF32;
   std::vector<float> p(size_t(n), 0.01f), m(size_t(n), 0.0f), v(size_t(n), 0.0f),
       g(size_t(n), 0.001f);
   sf::AdamWParams hp{1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f};
   const sf::OptimIsa isa = sf::optim_best_isa();
-  std::vector<double> t;
-  for (int r = 0; r < 6; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    sf::adamw_step(isa, pool, p.data(), m.data(), v.data(), g.data(), sf::DType::kF32, n, r + 1,
-                   hp, 1.0f, nullptr);
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // bytes per param: read p, m, v, g; write p, m, v (all) / p (weights) / m, v (moments)
+  const double gb = bf16 ? 2 : 4;
+  const struct {
+    sf::AdamWWrite what;
+    const char* name;
+    double bytes;
+  } modes[] = {{sf::AdamWWrite::kAll, "all", 24 + gb},
+               {sf::AdamWWrite::kWeights, "weights", 16 + gb},
+               {sf::AdamWWrite::kMoments, "moments", 16 + gb}};
+  for (const auto& mode : modes) {
+    std::vector<double> t;
+    for (int r = 0; r < 6; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      sf::adamw_step(isa, pool, p.data(), m.data(), v.data(), g.data(), gd, n, r + 1, hp, 1.0f,
+                     nullptr, mode.what);
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    t.erase(t.begin());  // warm-up
+    std::sort(t.begin(), t.end());
+    const double s = t[t.size() / 2];
+    std::printf("slideformer adamw %s (%s, %s grads, %d threads, %d spinning beside): n=%lld  "
+                "%.3f s  %.2f G params/s  %.1f GB/s\n",
+                mode.name, std::string(sf::optim_isa_name(isa)).c_str(), bf16 ? "bf16" : "fp32",
+                threads, spinners, (long long)n, s, double(n) / s / 1e9,
+                mode.bytes * double(n) / s / 1e9);
   }
   stop = true;
   for (auto& s : spin) s.join();
-  t.erase(t.begin());  // warm-up
-  std::sort(t.begin(), t.end());
-  const double s = t[t.size() / 2];
-  // read p, m, v, g; write p, m, v: 28 bytes per param
-  std::printf("slideformer adamw (%s, %d threads, %d spinning beside): n=%lld  %.3f s  %.2f G params/s  %.1f GB/s\n",
-              std::string(sf::optim_isa_name(isa)).c_str(), threads, spinners, (long long)n, s,
-              double(n) / s / 1e9, 28.0 * double(n) / s / 1e9);
   return 0;
 }

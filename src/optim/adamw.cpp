@@ -89,28 +89,37 @@ inline float load_grad(const void* g, DType dt, int64_t i) {
                             : static_cast<const float*>(g)[i];
 }
 
-// One element: the specification (see adamw.h). Also the SIMD paths' tail.
+// One element: the specification (see adamw.h). Also the SIMD paths' tail. kWhat says which of
+// p and (m, v) are stored; the arithmetic is the same whichever it is.
+template <AdamWWrite kWhat>
 inline void adamw_element(float& p, float& m, float& v, float g_raw, const AdamWConsts& k) {
   const float g = g_raw * k.scale;
-  p = p * k.decay;
   const float d = g - m;
-  m = k.w_small ? simd::fma_f32(k.w, d, m) : simd::fma_f32(k.w - 1.0f, d, g);
-  v = v * k.beta2 + (k.c2 * g) * g;
-  const float denom = std::sqrt(v) / k.bc2_sqrt + k.eps;
-  p = p + (k.neg_step * m) / denom;
+  const float mm = k.w_small ? simd::fma_f32(k.w, d, m) : simd::fma_f32(k.w - 1.0f, d, g);
+  const float vv = v * k.beta2 + (k.c2 * g) * g;
+  if constexpr (kWhat != AdamWWrite::kMoments) {
+    const float denom = std::sqrt(vv) / k.bc2_sqrt + k.eps;
+    p = p * k.decay + (k.neg_step * mm) / denom;
+  }
+  if constexpr (kWhat != AdamWWrite::kWeights) {
+    m = mm;
+    v = vv;
+  }
 }
 
+template <AdamWWrite kWhat>
 void adamw_range_scalar(float* p, float* m, float* v, const void* g, DType dt, int64_t begin,
                         int64_t end, const AdamWConsts& k, uint16_t* pb) {
   for (int64_t i = begin; i < end; ++i) {
-    adamw_element(p[i], m[i], v[i], load_grad(g, dt, i), k);
+    adamw_element<kWhat>(p[i], m[i], v[i], load_grad(g, dt, i), k);
     if (pb) pb[i] = f32_to_bf16(p[i]);
   }
 }
 
 #if SF_OPTIM_X86
 
-template <bool kBf16Grad, bool kWriteBf16>
+// kWhat as in adamw_element; the bf16 copy of p only with kAll.
+template <bool kBf16Grad, bool kWriteBf16, AdamWWrite kWhat>
 SF_TARGET_AVX512 void adamw_range_avx512(float* p, float* m, float* v, const void* g, int64_t begin,
                                          int64_t end, const AdamWConsts& k, uint16_t* pb) {
   const __m512 scale = _mm512_set1_ps(k.scale), decay = _mm512_set1_ps(k.decay);
@@ -123,23 +132,27 @@ SF_TARGET_AVX512 void adamw_range_avx512(float* p, float* m, float* v, const voi
     __m512 gv = kBf16Grad ? simd::load_bf16_x16(static_cast<const uint16_t*>(g) + i)
                           : _mm512_loadu_ps(static_cast<const float*>(g) + i);
     gv = _mm512_mul_ps(gv, scale);
-    __m512 pv = _mm512_mul_ps(_mm512_loadu_ps(p + i), decay);
     __m512 mv = _mm512_loadu_ps(m + i);
     const __m512 d = _mm512_sub_ps(gv, mv);
     mv = _mm512_fmadd_ps(coeff, d, k.w_small ? mv : gv);
-    __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), beta2),
-                              _mm512_mul_ps(_mm512_mul_ps(c2, gv), gv));
-    const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), bc2s), eps);
-    pv = _mm512_add_ps(pv, _mm512_div_ps(_mm512_mul_ps(neg_step, mv), denom));
-    _mm512_storeu_ps(p + i, pv);
-    _mm512_storeu_ps(m + i, mv);
-    _mm512_storeu_ps(v + i, vv);
-    if constexpr (kWriteBf16) simd::store_bf16_x16(pb + i, pv);
+    const __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), beta2),
+                                    _mm512_mul_ps(_mm512_mul_ps(c2, gv), gv));
+    if constexpr (kWhat != AdamWWrite::kMoments) {
+      const __m512 pv = _mm512_mul_ps(_mm512_loadu_ps(p + i), decay);
+      const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), bc2s), eps);
+      const __m512 pn = _mm512_add_ps(pv, _mm512_div_ps(_mm512_mul_ps(neg_step, mv), denom));
+      _mm512_storeu_ps(p + i, pn);
+      if constexpr (kWriteBf16) simd::store_bf16_x16(pb + i, pn);
+    }
+    if constexpr (kWhat != AdamWWrite::kWeights) {
+      _mm512_storeu_ps(m + i, mv);
+      _mm512_storeu_ps(v + i, vv);
+    }
   }
-  adamw_range_scalar(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, i, end, k, pb);
+  adamw_range_scalar<kWhat>(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, i, end, k, pb);
 }
 
-template <bool kBf16Grad, bool kWriteBf16>
+template <bool kBf16Grad, bool kWriteBf16, AdamWWrite kWhat>
 SF_TARGET_AVX2 void adamw_range_avx2(float* p, float* m, float* v, const void* g, int64_t begin,
                                      int64_t end, const AdamWConsts& k, uint16_t* pb) {
   const __m256 scale = _mm256_set1_ps(k.scale), decay = _mm256_set1_ps(k.decay);
@@ -152,20 +165,24 @@ SF_TARGET_AVX2 void adamw_range_avx2(float* p, float* m, float* v, const void* g
     __m256 gv = kBf16Grad ? simd::load_bf16_x8(static_cast<const uint16_t*>(g) + i)
                           : _mm256_loadu_ps(static_cast<const float*>(g) + i);
     gv = _mm256_mul_ps(gv, scale);
-    __m256 pv = _mm256_mul_ps(_mm256_loadu_ps(p + i), decay);
     __m256 mv = _mm256_loadu_ps(m + i);
     const __m256 d = _mm256_sub_ps(gv, mv);
     mv = _mm256_fmadd_ps(coeff, d, k.w_small ? mv : gv);
-    __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), beta2),
-                              _mm256_mul_ps(_mm256_mul_ps(c2, gv), gv));
-    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), bc2s), eps);
-    pv = _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(neg_step, mv), denom));
-    _mm256_storeu_ps(p + i, pv);
-    _mm256_storeu_ps(m + i, mv);
-    _mm256_storeu_ps(v + i, vv);
-    if constexpr (kWriteBf16) simd::store_bf16_x8(pb + i, pv);
+    const __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), beta2),
+                                    _mm256_mul_ps(_mm256_mul_ps(c2, gv), gv));
+    if constexpr (kWhat != AdamWWrite::kMoments) {
+      const __m256 pv = _mm256_mul_ps(_mm256_loadu_ps(p + i), decay);
+      const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), bc2s), eps);
+      const __m256 pn = _mm256_add_ps(pv, _mm256_div_ps(_mm256_mul_ps(neg_step, mv), denom));
+      _mm256_storeu_ps(p + i, pn);
+      if constexpr (kWriteBf16) simd::store_bf16_x8(pb + i, pn);
+    }
+    if constexpr (kWhat != AdamWWrite::kWeights) {
+      _mm256_storeu_ps(m + i, mv);
+      _mm256_storeu_ps(v + i, vv);
+    }
   }
-  adamw_range_scalar(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, i, end, k, pb);
+  adamw_range_scalar<kWhat>(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, i, end, k, pb);
 }
 
 #endif  // SF_OPTIM_X86
@@ -173,23 +190,44 @@ SF_TARGET_AVX2 void adamw_range_avx2(float* p, float* m, float* v, const void* g
 using RangeFn = void (*)(float*, float*, float*, const void*, int64_t, int64_t, const AdamWConsts&,
                          uint16_t*);
 
-template <bool kBf16Grad, bool kWriteBf16>
+template <bool kBf16Grad, bool kWriteBf16, AdamWWrite kWhat>
 void adamw_range_scalar_t(float* p, float* m, float* v, const void* g, int64_t begin, int64_t end,
                           const AdamWConsts& k, uint16_t* pb) {
-  adamw_range_scalar(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, begin, end, k, pb);
+  adamw_range_scalar<kWhat>(p, m, v, g, kBf16Grad ? DType::kBF16 : DType::kF32, begin, end, k, pb);
 }
 
-template <bool kBf16Grad, bool kWriteBf16>
+template <bool kBf16Grad, bool kWriteBf16, AdamWWrite kWhat>
 RangeFn pick_range_fn(OptimIsa isa) {
   switch (isa) {
 #if SF_OPTIM_X86
     case OptimIsa::kAvx512:
-      return &adamw_range_avx512<kBf16Grad, kWriteBf16>;
+      return &adamw_range_avx512<kBf16Grad, kWriteBf16, kWhat>;
     case OptimIsa::kAvx2:
-      return &adamw_range_avx2<kBf16Grad, kWriteBf16>;
+      return &adamw_range_avx2<kBf16Grad, kWriteBf16, kWhat>;
 #endif
     default:
-      return &adamw_range_scalar_t<kBf16Grad, kWriteBf16>;
+      return &adamw_range_scalar_t<kBf16Grad, kWriteBf16, kWhat>;
+  }
+}
+
+template <AdamWWrite kWhat>
+RangeFn pick_range_fn(OptimIsa isa, bool bf16_grad, bool write_bf16) {
+  if constexpr (kWhat == AdamWWrite::kAll) {
+    if (write_bf16)
+      return bf16_grad ? pick_range_fn<true, true, kWhat>(isa)
+                       : pick_range_fn<false, true, kWhat>(isa);
+  }
+  return bf16_grad ? pick_range_fn<true, false, kWhat>(isa) : pick_range_fn<false, false, kWhat>(isa);
+}
+
+RangeFn pick_range_fn(OptimIsa isa, bool bf16_grad, bool write_bf16, AdamWWrite what) {
+  switch (what) {
+    case AdamWWrite::kWeights:
+      return pick_range_fn<AdamWWrite::kWeights>(isa, bf16_grad, false);
+    case AdamWWrite::kMoments:
+      return pick_range_fn<AdamWWrite::kMoments>(isa, bf16_grad, false);
+    default:
+      return pick_range_fn<AdamWWrite::kAll>(isa, bf16_grad, write_bf16);
   }
 }
 
@@ -250,6 +288,11 @@ void check_args(const float* p, const float* m, const float* v, const void* g, D
   SF_CHECK(n == 0 || (p && m && v && g), "adamw_step: null p/m/v/g pointer for ", n, " parameters");
 }
 
+void check_write(AdamWWrite what, const uint16_t* p_bf16) {
+  SF_CHECK(what == AdamWWrite::kAll || !p_bf16,
+           "adamw_step: a bf16 copy of the weights goes with AdamWWrite::kAll only");
+}
+
 }  // namespace
 
 bool optim_isa_supported(OptimIsa isa) {
@@ -289,23 +332,28 @@ std::string_view optim_isa_name(OptimIsa isa) {
 }
 
 void adamw_step_reference(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
-                          int64_t step, const AdamWParams& hp, float grad_scale, uint16_t* p_bf16) {
+                          int64_t step, const AdamWParams& hp, float grad_scale, uint16_t* p_bf16,
+                          AdamWWrite what) {
   check_args(p, m, v, g, g_dtype, n);
+  check_write(what, p_bf16);
   const AdamWConsts k = adamw_consts(step, hp, grad_scale);
-  adamw_range_scalar(p, m, v, g, g_dtype, 0, n, k, p_bf16);
+  pick_range_fn(OptimIsa::kScalar, g_dtype == DType::kBF16, p_bf16 != nullptr, what)(
+      p, m, v, g, 0, n, k, p_bf16);
 }
 
 int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
                    DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
-                   uint16_t* p_bf16) {
+                   uint16_t* p_bf16, AdamWWrite what) {
   check_args(p, m, v, g, g_dtype, n);
+  check_write(what, p_bf16);
   SF_CHECK(optim_isa_supported(isa), "adamw_step: this CPU lacks the ", optim_isa_name(isa),
            " instructions; use optim_best_isa()");
   const AdamWConsts k = adamw_consts(step, hp, grad_scale);
-  const bool bf16 = g_dtype == DType::kBF16;
-  RangeFn fn = bf16 ? (p_bf16 ? pick_range_fn<true, true>(isa) : pick_range_fn<true, false>(isa))
-                    : (p_bf16 ? pick_range_fn<false, true>(isa) : pick_range_fn<false, false>(isa));
-  const CountFn count_nonfinite = pick_count_fn(isa);
+  const RangeFn fn = pick_range_fn(isa, g_dtype == DType::kBF16, p_bf16 != nullptr, what);
+  // The moments alone leave p as it was: nothing new to count.
+  const CountFn count_nonfinite =
+      what == AdamWWrite::kMoments ? +[](const float*, int64_t) { return int64_t(0); }
+                                   : pick_count_fn(isa);
   const int64_t tiles = (n + kTile - 1) / kTile;
   std::atomic<int64_t> nonfinite{0};
   pool.parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
@@ -321,9 +369,10 @@ int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v,
 }
 
 int64_t adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
-                   int64_t step, const AdamWParams& hp, float grad_scale, uint16_t* p_bf16) {
+                   int64_t step, const AdamWParams& hp, float grad_scale, uint16_t* p_bf16,
+                   AdamWWrite what) {
   return adamw_step(optim_best_isa(), ThreadPool::global(), p, m, v, g, g_dtype, n, step, hp,
-                    grad_scale, p_bf16);
+                    grad_scale, p_bf16, what);
 }
 
 }  // namespace sf

@@ -1,4 +1,4 @@
-// defines: sf::AdamWParams, sf::AdamWConsts, sf::adamw_consts, sf::adamw_step, sf::adamw_step_reference, sf::sum_squares,
+// defines: sf::AdamWParams, sf::AdamWConsts, sf::AdamWWrite, sf::adamw_consts, sf::adamw_step, sf::adamw_step_reference, sf::sum_squares,
 //          sf::OptimIsa (the instruction-set paths, so tests can run each one)
 // AdamW on the CPU with torch.optim.AdamW semantics (single-tensor path, decoupled weight decay,
 // bias correction, eps outside the sqrt), threaded over tiles, SIMD where the CPU has it.
@@ -18,6 +18,12 @@ struct AdamWParams {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
 };
 
+// What a step stores. kWeights stores only p, kMoments only m and v, from the same arithmetic:
+// kWeights then kMoments, with the same inputs (p, m, v, gradient, step, hyperparameters, scale),
+// is the kAll step bit for bit. The clipped update stores the weights the next forward needs
+// first and the moments while the GPU runs the backward (docs/decisions.md).
+enum class AdamWWrite : uint8_t { kAll, kWeights, kMoments };
+
 // One torch.optim.AdamW step over a contiguous range of n params. p, m, v: fp32; g: F32 or BF16,
 // multiplied by grad_scale (the clip factor) first. `step` is 1-based (the value torch's state
 // "step" has after its increment). If p_bf16 is non-null, the updated p is also written there
@@ -26,7 +32,7 @@ struct AdamWParams {
 // updated p are not finite (inf or NaN), counted tile by tile as each is written (from cache).
 int64_t adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
                    int64_t step, const AdamWParams& hp, float grad_scale,
-                   uint16_t* p_bf16 = nullptr);
+                   uint16_t* p_bf16 = nullptr, AdamWWrite what = AdamWWrite::kAll);
 
 // The same step as plain scalar code, one thread: the specification the fast path is tested
 // against. Per element, in fp32 and in this order (torch's kernels):
@@ -38,7 +44,7 @@ int64_t adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, i
 // tensor.
 void adamw_step_reference(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
                           int64_t step, const AdamWParams& hp, float grad_scale,
-                          uint16_t* p_bf16 = nullptr);
+                          uint16_t* p_bf16 = nullptr, AdamWWrite what = AdamWWrite::kAll);
 
 // The per-call scalars of a step, each rounded to fp32 once, as torch applies Python scalars to
 // fp32 tensors (see adamw_step_reference). Exposed so a device kernel runs the same arithmetic.
@@ -68,7 +74,7 @@ std::string_view optim_isa_name(OptimIsa isa);
 
 int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
                    DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
-                   uint16_t* p_bf16 = nullptr);
+                   uint16_t* p_bf16 = nullptr, AdamWWrite what = AdamWWrite::kAll);
 double sum_squares(OptimIsa isa, ThreadPool& pool, const void* g, DType g_dtype, int64_t n);
 
 }  // namespace sf

@@ -1,4 +1,5 @@
 // Tests: adamw_step (every SIMD path and thread count) against adamw_step_reference, bit for bit;
+// the weights and the moments written apart (the clipped update);
 // the reference against torch's AdamW formulas evaluated in double; the fused bf16 copy;
 // argument errors; a throughput print on 64M params.
 #include "optim/adamw.h"
@@ -115,6 +116,64 @@ TEST(AdamW, EveryPathMatchesReferenceBitExact) {
       }
     }
   }
+}
+
+// The clipped update's two halves: the weights alone, then the moments alone (same inputs), are
+// the whole step bit for bit on every path; each half leaves the other's arrays as they were.
+TEST(AdamW, WeightsThenMomentsIsTheWholeStep) {
+  ThreadPool pool3(3);
+  const AdamWParams hps[2] = {AdamWParams{.lr = 1e-3f, .weight_decay = 0.01f},
+                              AdamWParams{.lr = 3e-4f, .beta1 = 0.3f, .beta2 = 0.95f}};
+  for (OptimIsa isa : supported_isas()) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (int h = 0; h < 2; ++h) {
+        for (int64_t n : {int64_t(1), int64_t(17), int64_t(3 * 16384 + 13)}) {
+          SCOPED_TRACE(testing::Message() << optim_isa_name(isa) << " " << dtype_name(dt) << " hp"
+                                          << h << " n=" << n);
+          State whole = random_state(n, uint32_t(n) + 3), split = whole;
+          for (int64_t step = 1; step <= 3; ++step) {
+            fill_grad(whole, n, uint32_t(step * 77 + n));
+            const void* g =
+                dt == DType::kBF16 ? (const void*)whole.g16.data() : (const void*)whole.g32.data();
+            const float scale = step == 2 ? 1.0f : 0.37f;
+            adamw_step(isa, pool3, whole.p.data(), whole.m.data(), whole.v.data(), g, dt, n, step,
+                       hps[h], scale);
+            const std::vector<float> m0 = split.m, v0 = split.v;
+            adamw_step(isa, pool3, split.p.data(), split.m.data(), split.v.data(), g, dt, n, step,
+                       hps[h], scale, nullptr, AdamWWrite::kWeights);
+            ASSERT_TRUE(same_bits(split.m, m0) && same_bits(split.v, v0)) << "step " << step;
+            ASSERT_TRUE(same_bits(split.p, whole.p)) << "step " << step;
+            const std::vector<float> p1 = split.p;
+            adamw_step(isa, pool3, split.p.data(), split.m.data(), split.v.data(), g, dt, n, step,
+                       hps[h], scale, nullptr, AdamWWrite::kMoments);
+            ASSERT_TRUE(same_bits(split.p, p1)) << "step " << step;
+            ASSERT_TRUE(same_bits(split.m, whole.m)) << "step " << step;
+            ASSERT_TRUE(same_bits(split.v, whole.v)) << "step " << step;
+          }
+          // The reference's halves too.
+          State ref = random_state(n, uint32_t(n) + 3);
+          fill_grad(ref, n, 5);
+          State ref_split = ref;
+          adamw_step_reference(ref.p.data(), ref.m.data(), ref.v.data(), ref.g32.data(),
+                               DType::kF32, n, 1, hps[h], 1.0f);
+          adamw_step_reference(ref_split.p.data(), ref_split.m.data(), ref_split.v.data(),
+                               ref.g32.data(), DType::kF32, n, 1, hps[h], 1.0f, nullptr,
+                               AdamWWrite::kWeights);
+          adamw_step_reference(ref_split.p.data(), ref_split.m.data(), ref_split.v.data(),
+                               ref.g32.data(), DType::kF32, n, 1, hps[h], 1.0f, nullptr,
+                               AdamWWrite::kMoments);
+          ASSERT_TRUE(same_bits(ref.p, ref_split.p) && same_bits(ref.m, ref_split.m) &&
+                      same_bits(ref.v, ref_split.v));
+        }
+      }
+    }
+  }
+  // A bf16 copy of the weights goes with the whole step only.
+  float p = 0, m = 0, v = 0, g = 1;
+  uint16_t pb = 0;
+  EXPECT_THROW(adamw_step(&p, &m, &v, &g, DType::kF32, 1, 1, hps[0], 1.0f, &pb,
+                          AdamWWrite::kWeights),
+               Error);
 }
 
 TEST(AdamW, UnalignedRangesMatchReference) {
