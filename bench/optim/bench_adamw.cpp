@@ -1,5 +1,5 @@
-// bench_adamw N_MILLION [threads] [spinners] [bf16]: one AdamW step over N million fp32 params (fp32
-// grads, as torch's CPU AdamW takes them; `bf16`: bf16 grads, as the engine's), median of 5,
+// bench_adamw N_MILLION [threads] [spinners] [bf16]: one AdamW step over N million fp32 params
+// (fp32 grads, as torch's CPU AdamW takes them; `bf16`: bf16 grads, as the engine's), median of 5,
 // printing G params/s and GB/s: the whole step, then its two halves (AdamWWrite: the weights
 // alone, the moments alone), which the clipped update runs apart. The peer,
 // torch's CPU AdamW on the same N and threads, is timed by bench/optim/peer_adamw.py in the same
@@ -55,11 +55,11 @@ int main(int argc, char** argv) {
     t.erase(t.begin());  // warm-up
     std::sort(t.begin(), t.end());
     const double s = t[t.size() / 2];
-    std::printf("slideformer adamw %s (%s, %s grads, %d threads, %d spinning beside): n=%lld  "
-                "%.3f s  %.2f G params/s  %.1f GB/s\n",
-                mode.name, std::string(sf::optim_isa_name(isa)).c_str(), bf16 ? "bf16" : "fp32",
-                threads, spinners, (long long)n, s, double(n) / s / 1e9,
-                mode.bytes * double(n) / s / 1e9);
+    std::printf(
+        "slideformer adamw %s (%s, %s grads, %d threads, %d spinning beside): n=%lld  "
+        "%.3f s  %.2f G params/s  %.1f GB/s\n",
+        mode.name, std::string(sf::optim_isa_name(isa)).c_str(), bf16 ? "bf16" : "fp32", threads,
+        spinners, (long long)n, s, double(n) / s / 1e9, mode.bytes * double(n) / s / 1e9);
   }
   stop = true;
   for (auto& s : spin) s.join();

@@ -217,7 +217,8 @@ RangeFn pick_range_fn(OptimIsa isa, bool bf16_grad, bool write_bf16) {
       return bf16_grad ? pick_range_fn<true, true, kWhat>(isa)
                        : pick_range_fn<false, true, kWhat>(isa);
   }
-  return bf16_grad ? pick_range_fn<true, false, kWhat>(isa) : pick_range_fn<false, false, kWhat>(isa);
+  return bf16_grad ? pick_range_fn<true, false, kWhat>(isa)
+                   : pick_range_fn<false, false, kWhat>(isa);
 }
 
 RangeFn pick_range_fn(OptimIsa isa, bool bf16_grad, bool write_bf16, AdamWWrite what) {
@@ -337,8 +338,8 @@ void adamw_step_reference(float* p, float* m, float* v, const void* g, DType g_d
   check_args(p, m, v, g, g_dtype, n);
   check_write(what, p_bf16);
   const AdamWConsts k = adamw_consts(step, hp, grad_scale);
-  pick_range_fn(OptimIsa::kScalar, g_dtype == DType::kBF16, p_bf16 != nullptr, what)(
-      p, m, v, g, 0, n, k, p_bf16);
+  pick_range_fn(OptimIsa::kScalar, g_dtype == DType::kBF16, p_bf16 != nullptr, what)(p, m, v, g, 0,
+                                                                                     n, k, p_bf16);
 }
 
 int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
@@ -351,9 +352,9 @@ int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v,
   const AdamWConsts k = adamw_consts(step, hp, grad_scale);
   const RangeFn fn = pick_range_fn(isa, g_dtype == DType::kBF16, p_bf16 != nullptr, what);
   // The moments alone leave p as it was: nothing new to count.
-  const CountFn count_nonfinite =
-      what == AdamWWrite::kMoments ? +[](const float*, int64_t) { return int64_t(0); }
-                                   : pick_count_fn(isa);
+  const CountFn count_nonfinite = what == AdamWWrite::kMoments
+                                      ? +[](const float*, int64_t) { return int64_t(0); }
+                                      : pick_count_fn(isa);
   const int64_t tiles = (n + kTile - 1) / kTile;
   std::atomic<int64_t> nonfinite{0};
   pool.parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {

@@ -1,4 +1,5 @@
-// defines: sf::AdamWParams, sf::AdamWConsts, sf::AdamWWrite, sf::adamw_consts, sf::adamw_step, sf::adamw_step_reference, sf::sum_squares,
+// defines: sf::AdamWParams, sf::AdamWConsts, sf::AdamWWrite, sf::adamw_consts, sf::adamw_step,
+// sf::adamw_step_reference, sf::sum_squares,
 //          sf::OptimIsa (the instruction-set paths, so tests can run each one)
 // AdamW on the CPU with torch.optim.AdamW semantics (single-tensor path, decoupled weight decay,
 // bias correction, eps outside the sqrt), threaded over tiles, SIMD where the CPU has it.

@@ -128,8 +128,8 @@ TEST(AdamW, WeightsThenMomentsIsTheWholeStep) {
     for (DType dt : {DType::kF32, DType::kBF16}) {
       for (int h = 0; h < 2; ++h) {
         for (int64_t n : {int64_t(1), int64_t(17), int64_t(3 * 16384 + 13)}) {
-          SCOPED_TRACE(testing::Message() << optim_isa_name(isa) << " " << dtype_name(dt) << " hp"
-                                          << h << " n=" << n);
+          SCOPED_TRACE(testing::Message()
+                       << optim_isa_name(isa) << " " << dtype_name(dt) << " hp" << h << " n=" << n);
           State whole = random_state(n, uint32_t(n) + 3), split = whole;
           for (int64_t step = 1; step <= 3; ++step) {
             fill_grad(whole, n, uint32_t(step * 77 + n));
@@ -171,9 +171,9 @@ TEST(AdamW, WeightsThenMomentsIsTheWholeStep) {
   // A bf16 copy of the weights goes with the whole step only.
   float p = 0, m = 0, v = 0, g = 1;
   uint16_t pb = 0;
-  EXPECT_THROW(adamw_step(&p, &m, &v, &g, DType::kF32, 1, 1, hps[0], 1.0f, &pb,
-                          AdamWWrite::kWeights),
-               Error);
+  EXPECT_THROW(
+      adamw_step(&p, &m, &v, &g, DType::kF32, 1, 1, hps[0], 1.0f, &pb, AdamWWrite::kWeights),
+      Error);
 }
 
 TEST(AdamW, UnalignedRangesMatchReference) {
