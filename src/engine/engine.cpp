@@ -251,6 +251,10 @@ void Engine::send_gradient(int unit, const void* src, Event& ready, Event& sourc
   Event* t = tmark(*grad_d2h_);
   const std::string name = "gradient " + unit_name(unit);
   if (h.grad) {  // held: the unit's own host gradient (clipping: kept until the norm is known)
+    if (h.moments_later) {  // the last step's m and v are formed from it through this backward
+      const int64_t last = want_version_;
+      be_.host_callback(*grad_d2h_, [w, unit, last] { w->wait_moments(unit, last); });
+    }
     be_.copy(h.grad, src, size_t(n) * dsz, *grad_d2h_);
     be_.record(source_free, *grad_d2h_);
     tspan(TraceTrack::kGradD2H, name, t, *grad_d2h_, uint64_t(n) * dsz);

@@ -66,6 +66,8 @@ struct EngineOptions {
   DeviceOptimizer device_optimizer = DeviceOptimizer::kAuto;  // the GPU-resident share
   std::vector<bool> on_device;  // non-empty: exactly these units there (PlanRequest::on_device)
   int held_units = -1;  // without clipping, units whose gradient is held (PlanRequest::held_units)
+  // With clipping, units whose m and v are written after every master (PlanRequest's; -1: none)
+  int moments_later_units = -1;
   // The NVMe tier: a directory for its scratch file (empty: none), and which units go there —
   // on_nvme and master_on_nvme exactly (a plan made earlier), else nvme_layers and nvme_masters
   // (PlanRequest's; -1: what host_budget needs).

@@ -53,6 +53,7 @@ PlanRequest Engine::plan_request() {
   req.device_optimizer = opt_.device_optimizer;
   req.on_device = opt_.on_device;
   req.held_units = opt_.held_units;
+  req.moments_later_units = opt_.moments_later_units;
   req.nvme = !opt_.nvme_dir.empty();
   req.nvme_layers = opt_.nvme_layers;
   req.on_nvme = opt_.on_nvme;
@@ -101,6 +102,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
       h.on_device = plan_.on_device[u];
       h.on_nvme = plan_.on_nvme[u];
       h.master_on_nvme = plan_.master_on_nvme[u];
+      h.moments_later = plan_.moments_later[u];
       const int64_t n = h.layout.numel;
       const size_t bytes =
           UnitState::host_state_bytes(n, h.on_device, h.on_nvme, h.master_on_nvme) +

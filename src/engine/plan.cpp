@@ -478,6 +478,7 @@ EnginePlan make_plan(const PlanRequest& r) {
       add_masters(bottom(L), L);
     }
   }
+  p.set_moments_later(units, std::max(r.moments_later_units, 0), r.clipping);
   // GPUDirect slots where the device budget has room for them; else pinned ones.
   if (p.ckpt_gds && r.gpu_budget > 0 && p.device_total() > r.gpu_budget) {
     p.ckpt_gds = false;
@@ -503,18 +504,38 @@ std::string layer_range(const std::vector<bool>& units) {
                        : "layers " + std::to_string(first) + "-" + std::to_string(last);
 }
 
-}  // namespace
-
-std::string EnginePlan::held_names() const {
-  // "the head and layers 26-31"
+// "the head and layers 26-31 (N parameters)", from the top (`top_first`) or the bottom.
+std::string unit_names(const std::vector<bool>& units, int64_t params, bool top_first) {
   std::vector<std::string> parts;
-  if (!held.empty() && held.back()) parts.push_back("the head");
-  if (std::string layers = layer_range(held); !layers.empty()) parts.push_back(layers);
-  if (!held.empty() && held.front()) parts.push_back("the embedding");
+  if (!units.empty() && units.front()) parts.push_back("the embedding");
+  if (std::string layers = layer_range(units); !layers.empty()) parts.push_back(layers);
+  if (!units.empty() && units.back()) parts.push_back("the head");
+  if (top_first) std::reverse(parts.begin(), parts.end());
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i)
     s += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
-  return s + " (" + std::to_string(held_params) + " parameters)";
+  return s + " (" + std::to_string(params) + " parameters)";
+}
+
+}  // namespace
+
+std::string EnginePlan::held_names() const { return unit_names(held, held_params, true); }
+
+std::string EnginePlan::moments_later_names() const {
+  return unit_names(moments_later, moments_later_params, false);
+}
+
+void EnginePlan::set_moments_later(const std::vector<UnitLayout>& units, int count,
+                                   bool clipping) {
+  moments_later.assign(units.size(), false);
+  moments_later_params = 0;
+  if (!clipping) return;
+  for (size_t k = 0; k < units.size() && count > 0; ++k) {
+    if (on_device[k] || (!on_nvme.empty() && on_nvme[k])) continue;
+    moments_later[k] = true;
+    moments_later_params += units[k].numel;
+    --count;
+  }
 }
 
 std::string EnginePlan::describe() const {
@@ -565,7 +586,11 @@ std::string EnginePlan::describe() const {
       << " parameters whose m and v are on NVMe × 4 B";
   o << "), gradients " << gib(host.grads);
   if (!grad_ring_slots) {
-    o << " (held for exact clipping)";
+    o << " (held for exact clipping";
+    if (moments_later_params)
+      o << "; the Adam m and v of " << moments_later_names()
+        << " written after every master, through the next backward";
+    o << ")";
   } else {
     o << " (a ring of " << grad_ring_slots << " pieces";
     if (held_params) o << "; held, updated in forward order behind the ring: " << held_names();

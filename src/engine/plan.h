@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/layout.h"
 #include "model/spec.h"
 
 namespace sf {
@@ -59,6 +60,10 @@ struct PlanRequest {
   // the head down (the head, layer L-1, L-2, …); -1: the plan's choice (kHeldShare of the host
   // parameters), 0: none (every gradient goes through the ring). See EnginePlan::held.
   int held_units = -1;
+  // With clipping: how many host units, from the bottom up (the embedding, layer 0, 1, …; not
+  // on NVMe), have their update split in two (EnginePlan::moments_later); -1: none here, the
+  // trainer's choice from the machine's constants (weigh_moments_later); 0: none.
+  int moments_later_units = -1;
   // Non-empty: exactly these units on the device (per unit, unit_layouts order) — the choice of
   // a plan made before the backend existed, so the engine's plan keeps it.
   std::vector<bool> on_device;
@@ -137,6 +142,14 @@ struct EnginePlan {
   // step, that idle time is the forward and the head: docs/decisions.md).
   std::vector<bool> held;
   int64_t held_params = 0;
+  // Per unit, with clipping: the update after the norm writes the master alone and the Adam m
+  // and v later, from the same held gradient, while the next step's forward and backward run —
+  // before the unit's next gradient arrives (its D2H waits for them). The pass after the norm,
+  // which the next forward waits for, then moves 18 B/param instead of 26 (bf16 gradients) and
+  // the moments' pass fills the CPU's idle time in the backward. Units from the bottom up: their
+  // gradients arrive last, so their moments have the most time. Nothing more is held.
+  std::vector<bool> moments_later;
+  int64_t moments_later_params = 0;
   int64_t device_params = 0;  // parameters of those units
   // Where the budget alone stopped the plan's share short of the layers: the device memory one
   // more layer's state would need, to say what a larger budget buys; else 0.
@@ -169,6 +182,11 @@ struct EnginePlan {
   }
   std::string describe() const;    // several lines, for `plan` and the start of `train`
   std::string held_names() const;  // "the head and layers 26-31 (N parameters)"
+  // "the embedding and layers 0-11 (N parameters)"
+  std::string moments_later_names() const;
+  // Marks the first `count` host units of `units` (unit_layouts) from the bottom up, not on the
+  // device or NVMe, as moments_later; with clipping only (else none).
+  void set_moments_later(const std::vector<UnitLayout>& units, int count, bool clipping);
 };
 
 // Chooses M (and checks W) so the device total fits the budget; refuses, naming the smallest

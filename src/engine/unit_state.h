@@ -29,6 +29,10 @@ struct UnitState {
   // slot only while the update worker holds the unit (NvmeTier::acquire_state), else null.
   bool on_nvme = false;
   bool master_on_nvme = false;
+  // With clipping, the update after the norm writes the master alone, and m and v later (the
+  // worker's "moments" pass, from the same held gradient) while the next backward runs, before
+  // this unit's next gradient overwrites `grad` (EnginePlan::moments_later).
+  bool moments_later = false;
 
   static size_t state_bytes(int64_t numel);                // master, m, v
   static size_t master_bytes(int64_t numel);               // the master alone

@@ -21,6 +21,7 @@ UpdateWorker::UpdateWorker(std::vector<UnitState*> units, DType grad_dtype, Adam
       piece_(piece),
       received_(units_.size(), 0),
       updated_step_(units_.size(), 0),
+      moments_step_(units_.size(), 0),
       sumsq_(units_.size(), 0.0) {
   thread_ = std::thread([this] { loop(); });
 }
@@ -110,6 +111,13 @@ bool UpdateWorker::is_updated(int unit, int64_t step) {
   return updated_step_[size_t(unit)] >= step;
 }
 
+void UpdateWorker::wait_moments(int unit, int64_t step) {
+  if (!units_[size_t(unit)]->moments_later) return;
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return error_ || moments_step_[size_t(unit)] >= step; });
+  rethrow_locked();
+}
+
 double UpdateWorker::wait_grad_norm() {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return error_ || norm_ready_; });
@@ -121,8 +129,9 @@ void UpdateWorker::wait_all() {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] {
     if (error_) return true;
-    for (int64_t s : updated_step_)
-      if (s != step_) return false;
+    for (size_t u = 0; u < units_.size(); ++u)
+      if (updated_step_[u] != step_ || (units_[u]->moments_later && moments_step_[u] != step_))
+        return false;
     return true;
   });
   rethrow_locked();
@@ -134,16 +143,18 @@ void UpdateWorker::reset_steps(int64_t steps) {
   step_ = steps;
   reduced_ = int(units_.size());
   std::fill(updated_step_.begin(), updated_step_.end(), steps);
+  std::fill(moments_step_.begin(), moments_step_.end(), steps);
 }
 
 void UpdateWorker::update_range(int u, int64_t offset, int64_t count, const void* grad,
-                                int64_t step, float lr, float clip, const char* kind, double t0) {
+                                int64_t step, float lr, float clip, const char* kind, double t0,
+                                AdamWWrite what) {
   const UnitState& h = *units_[size_t(u)];
   AdamWParams hp = hp_;
   hp.lr = lr;
   check_finite(u, step,
                adamw_step(h.master + offset, h.m + offset, h.v + offset, grad, grad_dtype_, count,
-                          step, hp, clip),
+                          step, hp, clip, nullptr, what),
                lr);
   if (trace_)
     trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(u) + kind, t0,
@@ -168,7 +179,8 @@ void UpdateWorker::loop() {
     bool last = false;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !arrived_.empty() || !held_.empty(); });
+      cv_.wait(lk,
+               [&] { return stop_ || !arrived_.empty() || !held_.empty() || !later_.empty(); });
       if (!arrived_.empty()) {  // ring pieces first: the backward waits for their slots
         p = std::move(arrived_.front());
         arrived_.pop_front();
@@ -185,6 +197,14 @@ void UpdateWorker::loop() {
         h.done += count;
         last = h.done == units_[size_t(h.unit)]->layout.numel;
         if (last) held_.erase(held_.begin());
+      } else if (!later_.empty()) {  // then the moments the next gradients wait for
+        Held& h = later_.front();
+        job = h;
+        offset = h.done;
+        count = std::min(piece_, units_[size_t(h.unit)]->layout.numel - offset);
+        h.done += count;
+        last = h.done == units_[size_t(h.unit)]->layout.numel;
+        if (last) later_.pop_front();
       } else {
         return;  // stopping, nothing left
       }
@@ -194,10 +214,12 @@ void UpdateWorker::loop() {
         const UnitState& h = *units_[size_t(job->unit)];
         update_range(job->unit, offset, count,
                      static_cast<const char*>(h.grad) + size_t(offset) * dtype_size(grad_dtype_),
-                     job->step, job->lr, 1.0f, " (held)", trace_ ? Trace::now_us() : 0);
+                     job->step, job->lr, job->clip, job->moments ? " (moments)" : " (held)",
+                     trace_ ? Trace::now_us() : 0,
+                     job->moments ? AdamWWrite::kMoments : AdamWWrite::kAll);
         if (last) {
           std::lock_guard<std::mutex> lk(mu_);
-          updated_step_[size_t(job->unit)] = job->step;
+          (job->moments ? moments_step_ : updated_step_)[size_t(job->unit)] = job->step;
         }
         cv_.notify_all();
       } else {
@@ -279,8 +301,10 @@ void UpdateWorker::consume(Piece& p) {
         UnitState& u = *units_[size_t(k)];
         if (u.on_device) continue;  // the engine updates it on the device
         if (u.on_nvme) nvme_->acquire_state(u, k);
-        update_range(k, 0, u.layout.numel, u.grad, step, lr, clip, " (clipped)",
-                     trace_ ? Trace::now_us() : 0);
+        update_range(k, 0, u.layout.numel, u.grad, step, lr, clip,
+                     u.moments_later ? " (clipped, master)" : " (clipped)",
+                     trace_ ? Trace::now_us() : 0,
+                     u.moments_later ? AdamWWrite::kWeights : AdamWWrite::kAll);
         if (u.on_nvme) nvme_->release_state(u, k);
         {
           std::lock_guard<std::mutex> lk(mu_);
@@ -288,6 +312,15 @@ void UpdateWorker::consume(Piece& p) {
         }
         cv_.notify_all();
       }
+      // The moments, from the top unit down: the next backward's gradients reach it first.
+      std::lock_guard<std::mutex> lk(mu_);
+      for (int k = n - 1; k >= 0; --k)
+        if (units_[size_t(k)]->moments_later) {
+          Held job{k, step, lr};
+          job.moments = true;
+          job.clip = clip;
+          later_.push_back(job);
+        }
     }
   }
   cv_.notify_all();

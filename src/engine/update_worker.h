@@ -7,7 +7,11 @@
 // released (the gradient ring); the units the plan holds (EnginePlan::held: the head and the top
 // layers) arrive whole in their own host gradient, count for the norm at once, and are updated
 // tile by tile in forward order whenever no ring piece waits — through the next step's forward,
-// which needs them last.
+// which needs them last. With clipping, the units marked moments_later get the master alone
+// after the norm (AdamWWrite::kWeights: the next forward waits for it) and their m and v after
+// every unit's master (kMoments, from the top unit down, tile by tile when nothing else waits),
+// through the next step's forward and backward: the engine's next D2H into such a unit's gradient
+// waits for them (wait_moments).
 #pragma once
 
 #include <condition_variable>
@@ -61,6 +65,9 @@ class UpdateWorker {
   void wait_updated(int unit, int64_t step);
   // Whether it does now; never blocks.
   bool is_updated(int unit, int64_t step);
+  // Blocks until unit u's m and v carry the update of step `step`, and with them its gradient
+  // buffer is free (returns at once for a unit without moments_later).
+  void wait_moments(int unit, int64_t step);
   // Blocks until every gradient of the open step has been reduced; returns the global norm.
   double wait_grad_norm();
   void wait_all();
@@ -77,19 +84,23 @@ class UpdateWorker {
     std::function<void()> release;
     double sumsq = 0;
   };
-  // A held unit's update of step `step`, `done` elements of it so far.
+  // A held unit's update of step `step`, `done` elements of it so far; or, where `moments`, a
+  // moments_later unit's m and v (clip factor `clip`).
   struct Held {
     int unit;
     int64_t step;
     float lr;
     int64_t done = 0;
+    bool moments = false;
+    float clip = 1.0f;
   };
   void loop();
   void consume(Piece& p);
   // AdamW on elements [offset, offset + count) of unit u from `grad` (the ring piece, the held
   // or the clipped unit's host gradient), checked finite; traced from t0.
   void update_range(int u, int64_t offset, int64_t count, const void* grad, int64_t step,
-                    float lr, float clip, const char* kind, double t0);
+                    float lr, float clip, const char* kind, double t0,
+                    AdamWWrite what = AdamWWrite::kAll);
   // Throws, naming the unit, the step and what to do, where an update left `bad` (> 0) weights
   // non-finite (adamw_step's count).
   void check_finite(int u, int64_t step, int64_t bad, float lr) const;
@@ -107,8 +118,10 @@ class UpdateWorker {
   std::condition_variable cv_;
   std::deque<Piece> arrived_;
   std::vector<Held> held_;  // pending held updates, in unit (forward) order
+  std::deque<Held> later_;  // pending moments passes, from the top unit down
   std::vector<int64_t> received_;  // elements of each unit's gradient seen in the open step
   std::vector<int64_t> updated_step_;
+  std::vector<int64_t> moments_step_;  // moments_later units: the step their m and v carry
   std::vector<double> sumsq_;
   int64_t step_ = 0;
   float lr_ = 0;

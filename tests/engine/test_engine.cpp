@@ -185,6 +185,44 @@ TEST(Engine, HeldGradientsGiveIdenticalResults) {
   }
 }
 
+// With clipping, units whose update after the norm writes the master alone and their m and v
+// later, through the next step (moments_later, from the bottom up): the same bits as the whole
+// update — losses, and every master, m and v after the run (each step's moments pass and the
+// next D2H into its gradient ordered) — for a few units, every unit, with pieces that split the
+// units' moments passes, a window of 1 and 2, the clip biting and not, tied and untied.
+TEST(Engine, MomentsLaterGiveIdenticalResults) {
+  for (bool tied : {false, true}) {
+    fs::path dir = tiny_model(tied ? "later_tied" : "later_untied", "llama", tied);
+    for (int window : {1, 2})
+      for (float clip : {1e-3f, 1e9f}) {
+        EngineOptions opt = run_options(window, clip);
+        opt.grad_piece = 1000;
+        auto run = [&](int later, std::vector<float>* losses) {
+          auto be = make_cpu_backend();
+          const ModelSpec spec = load_model_spec(dir);
+          EngineOptions o = opt;
+          o.moments_later_units = later;
+          Engine e(*be, spec, o);
+          load_model_weights(e, dir);
+          EXPECT_EQ(e.plan().moments_later_params > 0, later > 0);
+          for (int s = 0; s < 5; ++s)
+            losses->push_back(
+                e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f).loss);
+          return copy_state(e);
+        };
+        std::vector<float> ref_losses;
+        const auto ref = run(0, &ref_losses);
+        for (int later : {1, 3, 1000}) {
+          std::vector<float> losses;
+          const auto state = run(later, &losses);
+          EXPECT_EQ(losses, ref_losses) << "later " << later << " window " << window;
+          EXPECT_TRUE(state == ref) << "later " << later << " window " << window << " clip "
+                                    << clip;
+        }
+      }
+  }
+}
+
 // The plan holds from the head down: `held_units` of them, or a quarter of the host-updated
 // parameters; their gradients are counted on the host beside the ring; with clipping every host
 // unit is held whatever was asked.

@@ -6,6 +6,8 @@ set -uo pipefail
 R=$OUT/e; mkdir -p $R
 B=.dev/e2e
 { nvidia-smi -L; nproc; free -g; } > $R/machine.txt
+# The AdamW's halves (the clipped update's master pass and moments pass) against the whole, alone.
+timeout 60 $B/bench_adamw 512 16 0 bf16 > $R/adamw_halves.txt 2>&1
 # CONFIGS: a subset where device time is short (call D measured 1024x8, 1024x16, 1024x32 with
 # this binary).
 five() { OUT=$R/e2e BIN=$B STEPS=4 bash bench/e2e/run.sh ${CONFIGS:-} > $R/e2e_24.txt 2>&1; }
