@@ -1,10 +1,14 @@
 // replay_predict MODEL_DIR TOKENS WINDOW DEVICE_LAYERS HELD CLIP H2D D2H ADAM ADAM_COPY FWD BWD TFLOPS
+//                [ADAM_MASTER ADAM_MOMENTS]
 // The step time the current predictor (engine/predict.h) gives for a run logged earlier, from the
 // plan's shape and the machine constants that run measured (its `plan` log): no GPU needed.
 // DEVICE_LAYERS: -1 no GPU-resident share, -2 the embedding and the head, k >= 0: those and
 // decoder layers 0..k-1; HELD: held units without clipping (the plan's count); CLIP: 0 or 1;
 // H2D, D2H in GB/s; ADAM, ADAM_COPY in G params/s; FWD, BWD in µs per token of one layer;
-// TFLOPS: the layer's rate (the fused head's). Prints the predicted step and its breakdown.
+// TFLOPS: the layer's rate (the fused head's); ADAM_MASTER, ADAM_MOMENTS (G params/s): the
+// clipped update's two passes alone — given, with CLIP 1 the m and v written later are weighed
+// (weigh_moments_later) and the plan it chooses predicted. Prints the predicted step and its
+// breakdown.
 // bench/e2e/replay_predictions.py drives it over the logs under bench/e2e.
 #include <cstdio>
 #include <cstdlib>
@@ -20,10 +24,10 @@
 
 int main(int argc, char** argv) {
   using namespace sf;
-  if (argc != 14) {
+  if (argc != 14 && argc != 16) {
     std::fprintf(stderr,
                  "usage: replay_predict MODEL_DIR TOKENS WINDOW DEVICE_LAYERS HELD CLIP H2D D2H "
-                 "ADAM ADAM_COPY FWD BWD TFLOPS\n");
+                 "ADAM ADAM_COPY FWD BWD TFLOPS [ADAM_MASTER ADAM_MOMENTS]\n");
     return 2;
   }
   try {
@@ -45,7 +49,7 @@ int main(int argc, char** argv) {
       r.on_device.front() = r.on_device.back() = true;
       for (int k = 0; k < device_layers; ++k) r.on_device[size_t(1 + k)] = true;
     }
-    const EnginePlan plan = make_plan(r);
+    EnginePlan plan = make_plan(r);
     MachineConstants m;
     m.h2d_gbps = std::atof(argv[7]);
     m.d2h_gbps = std::atof(argv[8]);
@@ -54,6 +58,13 @@ int main(int argc, char** argv) {
     m.layer_forward_s = std::atof(argv[11]) * 1e-6;
     m.layer_backward_s = std::atof(argv[12]) * 1e-6;
     m.layer_tflops = std::atof(argv[13]);
+    if (argc == 16) {
+      m.adam_master_params_per_s = std::atof(argv[14]) * 1e9;
+      m.adam_moments_params_per_s = std::atof(argv[15]) * 1e9;
+      std::string note;
+      plan = weigh_moments_later(r, plan, m, &note);
+      if (!note.empty()) std::printf("%s\n", note.c_str());
+    }
     const StepPrediction p = predict_step(plan, spec, m, tokens, r.clipping);
     std::printf("held %s\n%s\n", plan.held_names().c_str(), p.describe(tokens).c_str());
   } catch (const std::exception& e) {

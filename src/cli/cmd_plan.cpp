@@ -57,7 +57,11 @@ int cmd_plan(const std::vector<std::string>& argv) {
   MachineConstants m = machine_constants(*setup.backend, spec, setup.plan.micro_tokens,
                                          req.max_sample_tokens, file, remeasure, &note);
   std::string held_note;  // the plan's own held share only where the prediction says it pays
-  if (c.gpus == 1) setup.plan = weigh_held_share(setup.request, setup.plan, m, &held_note);
+  std::string later_note;  // with clipping: the m and v written later where that pays
+  if (c.gpus == 1) {
+    setup.plan = weigh_held_share(setup.request, setup.plan, m, &held_note);
+    setup.plan = weigh_moments_later(setup.request, setup.plan, m, &later_note);
+  }
   const EnginePlan& plan = setup.plan;
   std::cout << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden "
             << spec.hidden << ", " << parameter_count(spec) << " parameters; steps of ≤ "
@@ -67,6 +71,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   if (!setup.devices_line.empty()) std::cout << "data parallel: " << setup.devices_line << "\n";
   std::cout << "plan: " << plan.describe() << "\n";
   if (!held_note.empty()) std::cout << held_note << "\n";
+  if (!later_note.empty()) std::cout << later_note << "\n";
 
   // Device: what the engine, the backend and the context take, against the budget.
   std::cout << "device peak: " << gib(plan.device_total());

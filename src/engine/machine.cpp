@@ -28,8 +28,9 @@ namespace {
 
 // The cache's format and how its constants are measured. 2 since the thread pool hands out chunks
 // (2026-12-07): the CPU AdamW rates measured with static shares understate the engine's by up to a
-// third, so a cache written before is measured again.
-constexpr int kCacheVersion = 2;
+// third, so a cache written before is measured again. 3: the clipped update's two passes' rates
+// (adam_master_params_per_s, adam_moments_params_per_s).
+constexpr int kCacheVersion = 3;
 
 // A cache file's contents this version can use.
 bool usable_cache(const nlohmann::json& all) {
@@ -178,8 +179,9 @@ LayerTimes time_layer(Backend& be, const ModelSpec& spec, int64_t M, int64_t S) 
 
 // Σ g² and CPU AdamW over kAdamParams, the gradient in the compute dtype, in pinned memory as
 // the engine's state is; with `copies`, while another thread keeps an H2D and a D2H copy running
-// (the engine's uploads and gradient downloads).
-double adam_rate(Backend& be, bool copies, int64_t n) {
+// (the engine's uploads and gradient downloads). `what` other than kAll: that pass of the
+// clipped update alone, without the Σ g² (done when its gradient arrived).
+double adam_rate(Backend& be, bool copies, int64_t n, AdamWWrite what = AdamWWrite::kAll) {
   const DType gd = be.compute_dtype();
   const size_t gsz = dtype_size(gd);
   Buffer state = be.alloc(MemoryKind::kPinnedHost, size_t(n) * (12 + gsz), "probe AdamW state");
@@ -218,9 +220,11 @@ double adam_rate(Backend& be, bool copies, int64_t n) {
   double t = 0;
   try {
     t = median_time(3, [&] {  // as the update worker consumes a gradient piece
-      volatile double ss = sum_squares(g, gd, n);
-      (void)ss;
-      adamw_step(p, m, v, g, gd, n, ++step, hp, 1.0f);
+      if (what == AdamWWrite::kAll) {
+        volatile double ss = sum_squares(g, gd, n);
+        (void)ss;
+      }
+      adamw_step(p, m, v, g, gd, n, ++step, hp, 1.0f, nullptr, what);
     });
   } catch (...) {
     stop = true;
@@ -261,6 +265,8 @@ nlohmann::json to_json(const MachineConstants& m) {
           {"host_gbps", m.host_gbps},
           {"adam_params_per_s", m.adam_params_per_s},
           {"adam_copy_params_per_s", m.adam_copy_params_per_s},
+          {"adam_master_params_per_s", m.adam_master_params_per_s},
+          {"adam_moments_params_per_s", m.adam_moments_params_per_s},
           {"layer_forward_s", m.layer_forward_s},
           {"layer_backward_s", m.layer_backward_s},
           {"layer_tflops", m.layer_tflops}};
@@ -289,6 +295,8 @@ std::optional<MachineConstants> from_json(const std::string& key, const nlohmann
       !num("h2d_gbps", &m.h2d_gbps) || !num("d2h_gbps", &m.d2h_gbps) ||
       !num("host_gbps", &m.host_gbps) || !num("adam_params_per_s", &m.adam_params_per_s) ||
       !num("adam_copy_params_per_s", &m.adam_copy_params_per_s) ||
+      !num("adam_master_params_per_s", &m.adam_master_params_per_s) ||
+      !num("adam_moments_params_per_s", &m.adam_moments_params_per_s) ||
       !num("layer_forward_s", &m.layer_forward_s) ||
       !num("layer_backward_s", &m.layer_backward_s) || !num("layer_tflops", &m.layer_tflops))
     return std::nullopt;
@@ -324,6 +332,8 @@ MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t mic
   const int64_t n = adam_params > 0 ? adam_params : kAdamParams;
   m.adam_params_per_s = adam_rate(be, false, n);
   m.adam_copy_params_per_s = adam_rate(be, true, n);
+  m.adam_master_params_per_s = adam_rate(be, false, n, AdamWWrite::kWeights);
+  m.adam_moments_params_per_s = adam_rate(be, false, n, AdamWWrite::kMoments);
   const LayerTimes lt = time_layer(be, spec, micro_tokens, S);
   m.layer_forward_s = lt.forward / double(micro_tokens);
   m.layer_backward_s = lt.backward / double(micro_tokens);
@@ -403,6 +413,9 @@ std::string describe(const MachineConstants& m) {
     o << m.layer_tflops << " TFLOP/s)";
   else
     o << m.layer_tflops * 1e3 << " GFLOP/s)";
+  o.precision(2);
+  o << "; the clipped update's passes alone: the master " << m.adam_master_params_per_s * 1e-9
+    << ", m and v " << m.adam_moments_params_per_s * 1e-9 << " G params/s";
   return o.str();
 }
 

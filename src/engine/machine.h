@@ -23,6 +23,9 @@ struct MachineConstants {
   double host_gbps = 0;               // host memcpy (read + write bytes), the optimizer's threads
   double adam_params_per_s = 0;       // CPU AdamW (fp32 master, m, v; compute-dtype gradient)
   double adam_copy_params_per_s = 0;  // the same while an H2D and a D2H copy stream run
+  // The clipped update's two passes alone (AdamWWrite): the master alone, m and v alone (no Σ g²:
+  // the gradient was reduced when it arrived).
+  double adam_master_params_per_s = 0, adam_moments_params_per_s = 0;
   // The model's decoder layer on `micro_tokens` tokens in samples of `sample_tokens`, seconds
   // per token: the forward, and the backward as the engine runs it (recompute, then backward).
   double layer_forward_s = 0, layer_backward_s = 0;

@@ -33,7 +33,10 @@ struct Sim {
   };
 
   // `cpu` is when the CPU AdamW is next free: held updates run on into the next step.
-  Out step(double t0, std::vector<double>& ready, double& cpu, StepPrediction* totals) const {
+  // `moments[u]`: when a moments_later unit's m and v of the previous step are written (its next
+  // gradient's D2H waits for them); overwritten with this step's.
+  Out step(double t0, std::vector<double>& ready, double& cpu, std::vector<double>& moments,
+           StepPrediction* totals) const {
     const int L = int(spec.layers), W = plan.window;
     const size_t head_unit = size_t(L) + 1;
     const double act = double(T * spec.hidden) * double(plan.dtype_bytes);
@@ -125,7 +128,7 @@ struct Sim {
       if (plan.on_device[u]) return from;
       const double bytes = double(numel[u]) * double(plan.dtype_bytes);
       if (clipping || plan.held[u] || slots == 0) {
-        d2h = std::max(d2h, from) + bytes / d2h_rate;
+        d2h = std::max({d2h, from, moments[u]}) + bytes / d2h_rate;
         norm = std::max(norm, d2h);
         if (!clipping) held.push_back({d2h, u});
         return d2h;
@@ -189,10 +192,21 @@ struct Sim {
     } else {
       norm = std::max(norm, gpu_end);
       cpu = std::max(cpu, norm);
+      // After the GPU's end (serve: the rate alone); a moments_later unit's master pass at its
+      // own rate, as that many whole updates' worth.
+      const double master_part =
+          m.adam_master_params_per_s > 0 ? m.adam_params_per_s / m.adam_master_params_per_s : 1;
       for (size_t u = 0; u < numel.size(); ++u) {
         if (plan.on_device[u]) continue;
-        cpu = serve(cpu, double(numel[u]));
+        cpu = serve(cpu, double(numel[u]) * (plan.moments_later[u] ? master_part : 1.0));
         ready[u] = cpu;
+      }
+      // Then the moments, from the top unit down, beside the next step's copies.
+      for (size_t u = numel.size(); u-- > 0;) {
+        if (!plan.moments_later[u]) continue;
+        cpu += double(numel[u]) / m.adam_moments_params_per_s * m.adam_params_per_s /
+               m.adam_copy_params_per_s;
+        moments[u] = cpu;
       }
       end = norm;
     }
@@ -215,18 +229,23 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
            "predict: the machine constants are incomplete");
   Sim s{plan, spec, m, tokens, clipping, {}, m.h2d_gbps * 1e9, m.d2h_gbps * 1e9, 0};
   for (const UnitLayout& u : unit_layouts(spec)) s.numel.push_back(u.numel);
-  SF_CHECK(s.numel.size() == plan.on_device.size() && s.numel.size() == plan.held.size(),
+  SF_CHECK(s.numel.size() == plan.on_device.size() && s.numel.size() == plan.held.size() &&
+               s.numel.size() == plan.moments_later.size(),
            "predict: the plan is for another model");
+  SF_CHECK(plan.moments_later_params == 0 ||
+               (m.adam_master_params_per_s > 0 && m.adam_moments_params_per_s > 0),
+           "predict: the plan writes m and v later but the machine's rates for those passes are "
+           "unknown");
   // The fused head: logits and their gradients against the head matrix, 6·C·V per token.
   s.head_flops = 6.0 * double(tokens) * double(spec.hidden) * double(spec.vocab);
   StepPrediction p;
   // Steady state: three steps back to back (clipped updates run into the next step), the last
   // one counted.
-  std::vector<double> ready(s.numel.size(), 0.0);
+  std::vector<double> ready(s.numel.size(), 0.0), moments(s.numel.size(), 0.0);
   double t = 0, cpu = 0;
-  for (int k = 0; k < 2; ++k) t = s.step(t, ready, cpu, nullptr).end;
+  for (int k = 0; k < 2; ++k) t = s.step(t, ready, cpu, moments, nullptr).end;
   const double t0 = t;
-  p.step_s = s.step(t0, ready, cpu, &p).end - t0;
+  p.step_s = s.step(t0, ready, cpu, moments, &p).end - t0;
   const int L = int(spec.layers), W = plan.window;
   const double act = double(tokens * spec.hidden) * double(plan.dtype_bytes);
   for (size_t u = 0; u < s.numel.size(); ++u) {
@@ -290,6 +309,47 @@ EnginePlan weigh_held_share(const PlanRequest& request, const EnginePlan& plan,
     << 100 * kHeldAdamShare << " % of the backward";
   *note = o.str();
   return ring;
+}
+
+EnginePlan weigh_moments_later(const PlanRequest& request, const EnginePlan& plan,
+                               const MachineConstants& m, std::string* note) {
+  note->clear();
+  if (!request.clipping || request.moments_later_units >= 0 || m.adam_master_params_per_s <= 0 ||
+      m.adam_moments_params_per_s <= 0)
+    return plan;
+  const std::vector<UnitLayout> units = unit_layouts(request.spec);
+  int candidates = 0;
+  for (size_t k = 0; k < units.size(); ++k)
+    candidates += !plan.on_device[k] && !(!plan.on_nvme.empty() && plan.on_nvme[k]);
+  EnginePlan best = plan;
+  best.set_moments_later(units, 0, true);
+  const double none_s = predict_step(best, request.spec, m, request.max_tokens, true).step_s;
+  double best_s = none_s;
+  EnginePlan p = plan;
+  for (int k = 1; k <= candidates; ++k) {
+    p.set_moments_later(units, k, true);
+    const double s = predict_step(p, request.spec, m, request.max_tokens, true).step_s;
+    if (s < best_s) best_s = s, best = p;
+  }
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  const double gain = none_s / best_s - 1;
+  if (best.moments_later_params == 0) {
+    *note = "m and v written later: no unit gains by the prediction; none";
+    return best;
+  }
+  o << "m and v written later (" << best.moments_later_names() << "): predicted step " << best_s
+    << " s with them, " << none_s << " s without (";
+  o.precision(1);
+  o << 100 * gain << " % gain); ";
+  if (gain >= kHeldMinGain) {
+    *note = o.str() + "taken";
+    return best;
+  }
+  *note = o.str() + "not taken: below " + std::to_string(int(100 * kHeldMinGain)) + " %";
+  best.set_moments_later(units, 0, true);
+  return best;
 }
 
 std::string StepPrediction::describe(int64_t tokens) const {

@@ -1,4 +1,5 @@
-// defines: sf::StepPrediction, sf::predict_step, sf::weigh_held_share — a step's time from the plan
+// defines: sf::StepPrediction, sf::predict_step, sf::weigh_held_share, sf::weigh_moments_later —
+// a step's time from the plan
 // and the machine's constants (engine/machine.h), by playing the engine's schedule (engine.cpp) on
 // three resources: the compute stream, the PCIe copies (H2D and D2H each at their measured rate)
 // and the CPU optimizer, each event starting when what it waits for in the engine is done:
@@ -9,7 +10,9 @@
 //             slots) and for x_j's restore; its gradient then goes D2H and to the CPU AdamW, which
 //             takes pieces in arrival order at its rate while copies run (alone after the GPU is
 //             done); with exact clipping the updates wait for the norm and run in forward order,
-//             into the next step's forward, whose uploads wait for them.
+//             into the next step's forward, whose uploads wait for them; the moments_later
+//             units' m and v after every master, from the top down, beside the next step's
+//             copies, and their next gradient's D2H waits for them.
 // The prediction is for the steady state (the second and later steps of a run).
 #pragma once
 
@@ -57,5 +60,12 @@ constexpr double kHeldAdamShare = 0.75;
 // empty where nothing was.
 EnginePlan weigh_held_share(const PlanRequest& request, const EnginePlan& plan,
                             const MachineConstants& m, std::string* note);
+
+// With clipping and request.moments_later_units -1: `plan` with the number of moments_later
+// units (from the bottom up) the prediction finds fastest, where that shortens the step by at
+// least kHeldMinGain (the m and v written later cost no memory, but an order the prediction
+// gains little from is not worth the risk of its error); else `plan` as it is. `note` as above.
+EnginePlan weigh_moments_later(const PlanRequest& request, const EnginePlan& plan,
+                               const MachineConstants& m, std::string* note);
 
 }  // namespace sf

@@ -65,6 +65,7 @@ struct TrainConfig {
   int64_t micro_batch_tokens = 0;  // M; 0: the largest that fits the budget
   std::string device_optimizer = "auto";  // auto | off | all: the GPU-resident optimizer share
   int64_t held_gradients = -1;  // without clipping, units with a host gradient of their own; -1: auto
+  int64_t moments_later = -1;   // with clipping, units whose m and v are written later; -1: auto
   std::filesystem::path nvme_dir;  // the NVMe tier's scratch directory; empty: no tier
   int64_t nvme_layers = -1;        // layers whose m, v go there; -1: what host_memory needs
   int64_t nvme_masters = -1;       // of those, layers whose master goes too; -1: as needed

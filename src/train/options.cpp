@@ -346,6 +346,16 @@ std::vector<OptionSpec> make_options() {
        "integer in [-1, 2^20]", {}, "engine",
        SF_SET { c.held_gradients = parse_int(v, w, -1, int64_t(1) << 20); },
        SF_GET { return std::to_string(c.held_gradients); }},
+      {"moments_later", {}, Type::kInt,
+       "with clipping: how many host units, from the bottom up (the embedding, layer 0, 1, ...), "
+       "get their update after the norm in two passes: the master weights at once (the next "
+       "forward waits for them) and the Adam m and v through the next step, before the unit's "
+       "next gradient (the same bits; no more memory); -1: the plan's choice (as many as the "
+       "machine's cached constants predict fastest, where that gains 3 % or more; none without "
+       "cached constants), 0: none",
+       "integer in [-1, 2^20]", {}, "engine",
+       SF_SET { c.moments_later = parse_int(v, w, -1, int64_t(1) << 20); },
+       SF_GET { return std::to_string(c.moments_later); }},
       {"nvme_dir", {}, Type::kPath,
        "a directory on a local disk for the NVMe tier: the Adam m and v of the bottom layers "
        "(nvme_layers), and of some of those their fp32 master weights too (nvme_masters), live "

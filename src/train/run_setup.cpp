@@ -69,6 +69,7 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   req.gpu_budget = c.gpu_memory;
   req.clipping = c.max_grad_norm > 0;
   req.held_units = int(c.held_gradients);
+  req.moments_later_units = int(c.moments_later);
   req.nvme = !c.nvme_dir.empty();
   req.nvme_layers = int(c.nvme_layers);
   req.nvme_masters = int(c.nvme_masters);

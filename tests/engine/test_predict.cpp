@@ -62,6 +62,8 @@ MachineConstants h200_like() {
   m.host_gbps = 100;
   m.adam_params_per_s = 4e9;
   m.adam_copy_params_per_s = 3e9;
+  // 18 of the whole update's 26 B/param each (bf16 gradients), where the host memory binds
+  m.adam_master_params_per_s = m.adam_moments_params_per_s = 4e9 * 26 / 18;
   m.layer_forward_s = 0.436e9 / 600e12;  // 2·P_layer FLOPs a token at 600 TFLOP/s
   m.layer_backward_s = 3 * m.layer_forward_s;
   m.layer_tflops = 600;
@@ -274,6 +276,57 @@ TEST(PredictStep, TheHeldShareIsKeptOnlyWhereThePredictionSaysItPays) {
 
 constexpr int64_t kSmall = int64_t(1) << 20;  // the AdamW probe's parameters, for CI's time
 
+// With clipping the next forward waits for every master after the norm; writing some units' m and
+// v later shortens that pass, and the backward (where the CPU is idle, clipping) takes the
+// moments: at 32k tokens the prediction takes units from the bottom up and the step is shorter
+// by about the master pass's saving. Where the moments pass is slow the gradients' D2H would wait
+// for it: the prediction then takes fewer units, and none when it is very slow; without clipping,
+// or where the request names a count, nothing is weighed.
+TEST(PredictStep, MomentsLaterShortenTheClippedStepWhereTheBackwardHasRoom) {
+  const ModelSpec spec = llama_8b();
+  const int64_t T = 32768;
+  const PlanRequest r = request_8b(spec, T, true, DeviceOptimizer::kAuto);
+  const EnginePlan plan = make_plan(r);
+  ASSERT_EQ(plan.moments_later_params, 0);
+  const MachineConstants m = h200_like();
+  std::string note;
+  const EnginePlan later = weigh_moments_later(r, plan, m, &note);
+  const StepPrediction before = predict_step(plan, spec, m, T, true);
+  const StepPrediction after = predict_step(later, spec, m, T, true);
+  EXPECT_GT(later.moments_later_params, 0) << note;
+  EXPECT_NE(note.find("taken"), std::string::npos) << note;
+  EXPECT_EQ(note.find("not taken"), std::string::npos) << note;
+  EXPECT_LT(after.step_s, before.step_s / (1 + kHeldMinGain)) << note;
+  // never below the master pass alone: what the next forward waits for
+  EXPECT_GT(after.step_s,
+            double(plan.params - plan.device_params) / m.adam_master_params_per_s) << note;
+  for (size_t k = 1; k < later.moments_later.size(); ++k)  // from the bottom up
+    EXPECT_TRUE(later.moments_later[k - 1] || !later.moments_later[k] || plan.on_device[k - 1]);
+  EXPECT_NE(later.describe().find("written after every master"), std::string::npos);
+  // a slow moments pass: fewer units, none at all where it is very slow
+  MachineConstants slow = m;
+  slow.adam_moments_params_per_s = m.adam_params_per_s / 4;
+  const EnginePlan fewer = weigh_moments_later(r, plan, slow, &note);
+  EXPECT_LT(fewer.moments_later_params, later.moments_later_params) << note;
+  slow.adam_moments_params_per_s = 1e7;
+  EXPECT_EQ(weigh_moments_later(r, plan, slow, &note).moments_later_params, 0) << note;
+  // every unit later with that rate: the backward waits for the moments
+  EnginePlan all = plan;
+  all.set_moments_later(unit_layouts(spec), 1000, true);
+  EXPECT_GT(predict_step(all, spec, slow, T, true).step_s, 2 * before.step_s);
+  // not weighed without clipping, nor where the request names a count
+  const PlanRequest unclipped = request_8b(spec, T, false, DeviceOptimizer::kAuto);
+  EXPECT_EQ(weigh_moments_later(unclipped, make_plan(unclipped), m, &note).moments_later_params,
+            0);
+  EXPECT_TRUE(note.empty());
+  PlanRequest asked = r;
+  asked.moments_later_units = 2;
+  const EnginePlan two = make_plan(asked);
+  EXPECT_EQ(weigh_moments_later(asked, two, m, &note).moments_later_params,
+            two.moments_later_params);
+  EXPECT_EQ(std::count(two.moments_later.begin(), two.moments_later.end(), true), 2);
+}
+
 TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
   const fs::path d = fs::temp_directory_path() / "sf_machine_cache";
   fs::remove_all(d);
@@ -323,7 +376,7 @@ TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
   {
     std::ifstream in(file);
     const nlohmann::json all = nlohmann::json::parse(in);
-    EXPECT_EQ(all["version"], 2);
+    EXPECT_EQ(all["version"], 3);
     EXPECT_FALSE(all["entries"].contains("another key"));
   }
   EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));
