@@ -1,4 +1,5 @@
-// replay_predict MODEL_DIR TOKENS WINDOW DEVICE_LAYERS HELD CLIP H2D D2H ADAM ADAM_COPY FWD BWD TFLOPS
+// replay_predict MODEL_DIR TOKENS WINDOW DEVICE_LAYERS HELD CLIP H2D D2H ADAM ADAM_COPY FWD BWD
+// TFLOPS
 //                [ADAM_MASTER ADAM_MOMENTS]
 // The step time the current predictor (engine/predict.h) gives for a run logged earlier, from the
 // plan's shape and the machine constants that run measured (its `plan` log): no GPU needed.

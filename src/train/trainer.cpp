@@ -1,7 +1,6 @@
 #include "train/trainer.h"
 
 #include <algorithm>
-
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -184,8 +183,8 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   opt.on_device = setup.plan.on_device;
   // The plan's held share, or none where it dropped it to fit the host.
   opt.held_units = c.max_grad_norm == 0 && setup.plan.held_params == 0 ? 0 : int(c.held_gradients);
-  opt.moments_later_units = int(std::count(setup.plan.moments_later.begin(),
-                                           setup.plan.moments_later.end(), true));
+  opt.moments_later_units =
+      int(std::count(setup.plan.moments_later.begin(), setup.plan.moments_later.end(), true));
   opt.nvme_dir = c.nvme_dir.string();
   opt.on_nvme = setup.plan.on_nvme;
   opt.master_on_nvme = setup.plan.master_on_nvme;

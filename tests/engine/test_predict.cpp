@@ -298,8 +298,8 @@ TEST(PredictStep, MomentsLaterShortenTheClippedStepWhereTheBackwardHasRoom) {
   EXPECT_EQ(note.find("not taken"), std::string::npos) << note;
   EXPECT_LT(after.step_s, before.step_s / (1 + kHeldMinGain)) << note;
   // never below the master pass alone: what the next forward waits for
-  EXPECT_GT(after.step_s,
-            double(plan.params - plan.device_params) / m.adam_master_params_per_s) << note;
+  EXPECT_GT(after.step_s, double(plan.params - plan.device_params) / m.adam_master_params_per_s)
+      << note;
   for (size_t k = 1; k < later.moments_later.size(); ++k)  // from the bottom up
     EXPECT_TRUE(later.moments_later[k - 1] || !later.moments_later[k] || plan.on_device[k - 1]);
   EXPECT_NE(later.describe().find("written after every master"), std::string::npos);
@@ -316,8 +316,7 @@ TEST(PredictStep, MomentsLaterShortenTheClippedStepWhereTheBackwardHasRoom) {
   EXPECT_GT(predict_step(all, spec, slow, T, true).step_s, 2 * before.step_s);
   // not weighed without clipping, nor where the request names a count
   const PlanRequest unclipped = request_8b(spec, T, false, DeviceOptimizer::kAuto);
-  EXPECT_EQ(weigh_moments_later(unclipped, make_plan(unclipped), m, &note).moments_later_params,
-            0);
+  EXPECT_EQ(weigh_moments_later(unclipped, make_plan(unclipped), m, &note).moments_later_params, 0);
   EXPECT_TRUE(note.empty());
   PlanRequest asked = r;
   asked.moments_later_units = 2;
