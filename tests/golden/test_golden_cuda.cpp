@@ -45,7 +45,8 @@ using golden::rel_error;
 
 // (case, window, mode): mode 0 the whole batch at once, 1 micro-batched (one micro-batch per
 // sample), 2 micro-batched with the embedding's and head's optimizer on the device, their state
-// loaded and read back in pieces of 1000 elements (a remainder in every tensor).
+// loaded and read back in pieces of 1000 elements (a remainder in every tensor), 3 micro-batched
+// with every host unit's clipped update in two passes (moments_later: the cases clip).
 class CudaGolden : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
 
 TEST_P(CudaGolden, MatchesTransformersAtBf16) {
@@ -61,6 +62,7 @@ TEST_P(CudaGolden, MatchesTransformersAtBf16) {
     opt.device_optimizer = DeviceOptimizer::kAll;
     opt.state_piece = 1000;
   }
+  if (mode == 3) opt.moments_later_units = 1000;
 
   CudaBackendOptions bo;
   bo.max_tokens = micro ? opt.micro_tokens : c.batch.tokens();  // workspaces sized by M
@@ -71,6 +73,7 @@ TEST_P(CudaGolden, MatchesTransformersAtBf16) {
   Engine engine(*backend, c.spec, opt);
   load_model_weights(engine, dir);
   EXPECT_EQ(engine.plan().device_params > 0, mode == 2);
+  EXPECT_EQ(engine.plan().moments_later_params > 0, mode == 3);
 
   const std::map<std::string, std::vector<float>> init = golden::weights_by_name(engine);
 
@@ -130,11 +133,14 @@ TEST_P(CudaGolden, MatchesTransformersAtBf16) {
 INSTANTIATE_TEST_SUITE_P(
     AllCases, CudaGolden,
     ::testing::Combine(::testing::ValuesIn(golden::case_names()), ::testing::Values(1, 2, 3),
-                       ::testing::Values(0, 1, 2)),
+                       ::testing::Values(0, 1, 2, 3)),
     [](const auto& info) {
       const int mode = std::get<2>(info.param);
       return std::get<0>(info.param) + "_W" + std::to_string(std::get<1>(info.param)) +
-             (mode == 0 ? "" : mode == 1 ? "_micro" : "_micro_devopt");
+             (mode == 0   ? ""
+              : mode == 1 ? "_micro"
+              : mode == 2 ? "_micro_devopt"
+                          : "_micro_later");
     });
 
 }  // namespace
