@@ -189,22 +189,17 @@ void UpdateWorker::loop() {
           if (p.release) p.release();
           continue;
         }
-      } else if (!held_.empty()) {  // then the held unit the next forward needs first
-        Held& h = held_.front();
+      } else if (!held_.empty() || !later_.empty()) {
+        // then the held unit the next forward needs first, then the moments the next gradients
+        // wait for: the next tile of the first
+        Held& h = !held_.empty() ? held_.front() : later_.front();
         job = h;
         offset = h.done;
         count = std::min(piece_, units_[size_t(h.unit)]->layout.numel - offset);
         h.done += count;
         last = h.done == units_[size_t(h.unit)]->layout.numel;
-        if (last) held_.erase(held_.begin());
-      } else if (!later_.empty()) {  // then the moments the next gradients wait for
-        Held& h = later_.front();
-        job = h;
-        offset = h.done;
-        count = std::min(piece_, units_[size_t(h.unit)]->layout.numel - offset);
-        h.done += count;
-        last = h.done == units_[size_t(h.unit)]->layout.numel;
-        if (last) later_.pop_front();
+        if (last && !held_.empty()) held_.erase(held_.begin());
+        else if (last) later_.pop_front();
       } else {
         return;  // stopping, nothing left
       }
