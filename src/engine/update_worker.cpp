@@ -198,8 +198,10 @@ void UpdateWorker::loop() {
         count = std::min(piece_, units_[size_t(h.unit)]->layout.numel - offset);
         h.done += count;
         last = h.done == units_[size_t(h.unit)]->layout.numel;
-        if (last && !held_.empty()) held_.erase(held_.begin());
-        else if (last) later_.pop_front();
+        if (last && !held_.empty())
+          held_.erase(held_.begin());
+        else if (last)
+          later_.pop_front();
       } else {
         return;  // stopping, nothing left
       }
