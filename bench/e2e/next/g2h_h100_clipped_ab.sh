@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Call G2h (an H100 machine, where no H200 starts; carry .dev/e2e): the clipped update in two
+# passes (moments_later, the plan's choice) against none (--moments-later 0) and the same
+# configuration unclipped, same call, 24 GiB; with the AdamW's halves alone and the CUDA golden
+# cases with every host unit's m and v written later.
+set -uo pipefail
+R=$OUT/g2h; mkdir -p $R
+B=.dev/e2e
+{ nvidia-smi -L; nproc; free -g; } > $R/machine.txt
+timeout 60 $B/bench_adamw 512 16 0 bf16 > $R/adamw_halves.txt 2>&1
+timeout 90 $B/sf_cuda_tests --gtest_filter='*CudaGolden*_micro_later*:CudaOptimizer*' \
+  > $R/cuda_tests.log 2>&1
+work() {
+  for cfg in ${CONFIGS:-1024x32 1024x16 2048x32}; do
+    OUT=$R/later BIN=$B STEPS=4 CLIP=1.0 bash bench/e2e/run.sh $cfg >> $R/e2e_clip_later.txt 2>&1
+    OUT=$R/none BIN=$B STEPS=4 CLIP=1.0 EXTRA="--moments-later 0" \
+      bash bench/e2e/run.sh $cfg >> $R/e2e_clip_none.txt 2>&1
+    [ $cfg = 2048x32 ] || OUT=$R/unclipped BIN=$B STEPS=4 bash bench/e2e/run.sh $cfg \
+      >> $R/e2e_unclipped.txt 2>&1
+  done
+}
+export -f work; export R B CONFIGS
+timeout ${LIMIT:-470} bash -c work
+tar czf $OUT/g2h.tgz -C $OUT g2h && rm -rf $R
