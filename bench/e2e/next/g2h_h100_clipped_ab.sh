@@ -11,7 +11,7 @@ R=$OUT/g2h; mkdir -p $R
 B=.dev/e2e
 { nvidia-smi -L; nproc; free -g; } > $R/machine.txt
 timeout 60 $B/bench_adamw 512 16 0 bf16 > $R/adamw_halves.txt 2>&1
-timeout 90 $B/sf_cuda_tests --gtest_filter='*CudaGolden*_micro_later*:CudaOptimizer*' \
+timeout 60 $B/sf_cuda_tests --gtest_filter='*CudaGolden*_micro_later*:CudaOptimizer*' \
   > $R/cuda_tests.log 2>&1
 held() {
   for h in -1 16 24; do
@@ -30,5 +30,5 @@ work() {
   done
 }
 export -f work held; export R B CONFIGS
-timeout ${LIMIT:-470} bash -c work
+timeout ${LIMIT:-330} bash -c work
 tar czf $OUT/g2h.tgz -C $OUT g2h && rm -rf $R
