@@ -14,7 +14,7 @@ timeout 60 $B/bench_adamw 512 16 0 bf16 > $R/adamw_halves.txt 2>&1
 timeout 60 $B/sf_cuda_tests --gtest_filter='*CudaGolden*_micro_later*:CudaOptimizer*' \
   > $R/cuda_tests.log 2>&1
 held() {
-  for h in -1 16 24; do
+  for h in ${HELD_ARMS:--1 16 24}; do
     OUT=$R/held$h BIN=$B STEPS=4 EXTRA="--held-gradients $h" bash bench/e2e/run.sh 1024x8 \
       >> $R/e2e_1024x8_held.txt 2>&1
   done
@@ -29,6 +29,6 @@ work() {
       >> $R/e2e_unclipped.txt 2>&1
   done
 }
-export -f work held; export R B CONFIGS
+export -f work held; export R B CONFIGS HELD_ARMS
 timeout ${LIMIT:-330} bash -c work
 tar czf $OUT/g2h.tgz -C $OUT g2h && rm -rf $R
