@@ -1,13 +1,18 @@
 // The update worker stops a run whose update leaves a weight non-finite (issue 14: weights finite
 // after every update), whichever path updated it — a ring piece, a held unit, a clipped unit — and
-// names the step, the unit and what to do; finite updates go on.
+// names the step, the unit and what to do; finite updates go on. With clipping, a moments_later
+// unit's master is ready for the next forward before its m and v, which wait_moments and wait_all
+// wait for.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "engine/update_worker.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
 
 namespace sf {
 namespace {
@@ -67,6 +72,51 @@ TEST(UpdateWorker, AnUpdateThatLeavesWeightsNonFiniteStopsTheRun) {
   w.grad_ready(0);
   EXPECT_EQ(error_of(w, 0), "");
   EXPECT_EQ(w.wait_grad_norm(), 10.0);  // √(100 · 1²)
+}
+
+// Two clipped units, the lower one moments_later, over two steps: after wait_updated each master
+// is the whole update's, and the upper unit's m and v (written with it); after wait_moments (step
+// 1) or wait_all (step 2) the lower unit's m and v are too. The moments pass runs after every
+// master, tile by tile (a unit of 4 M parameters in tiles of 4 Ki: a thousand tiles), and the
+// expected values are computed before the step, so the checks come right after the masters: a
+// wait that returned early would find the moments unfinished.
+TEST(UpdateWorker, TheMomentsOfAUnitSplitComeAfterItsMasterAndBeforeWaitMomentsReturns) {
+  const int64_t n = int64_t(4) << 20;
+  const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  Unit lower(n, true), upper(n, true), ref_lower(n, true), ref_upper(n, true);
+  double sumsq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    lower.g[size_t(i)] = ref_lower.g[size_t(i)] = float(i % 13) - 6.0f;
+    upper.g[size_t(i)] = ref_upper.g[size_t(i)] = float(i % 7) * 0.5f;
+    sumsq += double(lower.g[size_t(i)]) * lower.g[size_t(i)] +
+             double(upper.g[size_t(i)]) * upper.g[size_t(i)];
+  }
+  lower.state.moments_later = true;
+  std::vector<UnitState*> units{&lower.state, &upper.state};
+  UpdateWorker w(units, DType::kF32, hp, 1.0f, int64_t(4) << 10);
+  for (int64_t step = 1; step <= 2; ++step) {
+    const float clip = clip_factor(std::sqrt(sumsq), 1.0f);  // the same gradient each step
+    for (Unit* r : {&ref_lower, &ref_upper})
+      adamw_step_reference(r->p.data(), r->m.data(), r->v.data(), r->g.data(), DType::kF32, n,
+                           step, hp, clip);
+    w.begin_step(step, hp.lr);
+    w.grad_ready(0);
+    w.grad_ready(1);
+    w.wait_updated(0, step);
+    w.wait_updated(1, step);
+    if (step == 1)
+      w.wait_moments(0, step);
+    else
+      w.wait_all();
+    EXPECT_EQ(lower.m, ref_lower.m) << "step " << step;
+    EXPECT_EQ(lower.v, ref_lower.v) << "step " << step;
+    EXPECT_EQ(lower.p, ref_lower.p) << "step " << step;
+    EXPECT_EQ(upper.p, ref_upper.p) << "step " << step;
+    EXPECT_EQ(upper.m, ref_upper.m) << "step " << step;
+    EXPECT_EQ(upper.v, ref_upper.v) << "step " << step;
+    EXPECT_NEAR(w.wait_grad_norm(), std::sqrt(sumsq), 1e-9 * std::sqrt(sumsq));
+    w.wait_moments(1, step);  // not split: at once
+  }
 }
 
 }  // namespace
