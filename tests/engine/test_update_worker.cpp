@@ -97,8 +97,8 @@ TEST(UpdateWorker, TheMomentsOfAUnitSplitComeAfterItsMasterAndBeforeWaitMomentsR
   for (int64_t step = 1; step <= 2; ++step) {
     const float clip = clip_factor(std::sqrt(sumsq), 1.0f);  // the same gradient each step
     for (Unit* r : {&ref_lower, &ref_upper})
-      adamw_step_reference(r->p.data(), r->m.data(), r->v.data(), r->g.data(), DType::kF32, n,
-                           step, hp, clip);
+      adamw_step_reference(r->p.data(), r->m.data(), r->v.data(), r->g.data(), DType::kF32, n, step,
+                           hp, clip);
     w.begin_step(step, hp.lr);
     w.grad_ready(0);
     w.grad_ready(1);
