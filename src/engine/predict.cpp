@@ -318,14 +318,13 @@ EnginePlan weigh_moments_later(const PlanRequest& request, const EnginePlan& pla
       m.adam_moments_params_per_s <= 0)
     return plan;
   const std::vector<UnitLayout> units = unit_layouts(request.spec);
-  int candidates = 0;
-  for (size_t k = 0; k < units.size(); ++k)
-    candidates += !plan.on_device[k] && !(!plan.on_nvme.empty() && plan.on_nvme[k]);
+  EnginePlan p = plan;
+  p.set_moments_later(units, int(units.size()), true);  // every unit that can be: the candidates
+  const int candidates = int(std::count(p.moments_later.begin(), p.moments_later.end(), true));
   EnginePlan best = plan;
   best.set_moments_later(units, 0, true);
   const double none_s = predict_step(best, request.spec, m, request.max_tokens, true).step_s;
   double best_s = none_s;
-  EnginePlan p = plan;
   for (int k = 1; k <= candidates; ++k) {
     p.set_moments_later(units, k, true);
     const double s = predict_step(p, request.spec, m, request.max_tokens, true).step_s;
