@@ -5,7 +5,9 @@ Each AdamW span carries the parameters it updated (its `bytes` argument). Per st
 this prints the AdamW's parameters, busy seconds and rate, split by how much of each span a DMA
 (H2D or D2H) ran beside it: spans with DMA on for at least half their length against the rest; the
 AdamW track's idle time within the step; and when the GPU's last span of the step ended, with the
-AdamW done after it and its rate. The planner's constants (CPU AdamW alone / while copies run) are
+AdamW done after it and its rate; then per kind of span (the ring's pieces, held units, the clipped
+pass's whole units or masters alone, the moments written later): parameters, busy seconds, rate and
+when in the step (from the step's first span on any track) the first began and the last ended. The planner's constants (CPU AdamW alone / while copies run) are
 what these rates are compared with.
 usage: python3 bench/e2e/trace_adam.py TRACE.json[.gz]
 """
@@ -47,7 +49,11 @@ def main():
         step = e.get("args", {}).get("step")
         if step is None:
             continue
-        by_step[step][e["tid"]].append((e["ts"], e["ts"] + e["dur"], e.get("args", {}).get("bytes", 0)))
+        span = (e["ts"], e["ts"] + e["dur"], e.get("args", {}).get("bytes", 0))
+        by_step[step][e["tid"]].append(span)
+        if e["tid"] == ADAM:  # by kind: "AdamW unit 3 (clipped, master)" -> "clipped, master"
+            name = e.get("name", "")
+            by_step[step]["kind " + (name[name.find("(") + 1:-1] if "(" in name else "ring")].append(span)
     steps = sorted(by_step)
     for s in steps[1:]:
         tr = by_step[s]
@@ -55,6 +61,7 @@ def main():
         adam = sorted(tr.get(ADAM, []))
         if not adam:
             continue
+        t_step0 = min(a for t in tr for a, _, _ in tr[t] if not isinstance(t, str))
         gpu_end = max((b for a, b, _ in tr.get(COMPUTE, [])), default=0.0)
         groups = {"with DMA": [0, 0.0], "alone": [0, 0.0], "after the GPU": [0, 0.0]}
         for a, b, n in adam:
@@ -73,6 +80,13 @@ def main():
         for k, (n, d) in groups.items():
             if d > 0:
                 parts.append(f"{k}: {n / 1e9:.3f} G in {d / 1e6:.3f} s = {n / d / 1e3:.2f} G/s")
+        for k in sorted(t for t in tr if isinstance(t, str)):
+            spans = sorted(tr[k])
+            n = sum(x for _, _, x in spans)
+            d = sum(b - a for a, b, _ in spans)
+            if d > 0:
+                parts.append(f"{k[5:]}: {n / 1e9:.3f} G in {d / 1e6:.3f} s = {n / d / 1e3:.2f} G/s, "
+                             f"{(spans[0][0] - t_step0) / 1e6:.3f}-{(spans[-1][1] - t_step0) / 1e6:.3f} s")
         print("; ".join(parts))
 
 
