@@ -534,6 +534,13 @@ void validate_config(const TrainConfig& c) {
            "warmup_steps and warmup_ratio both given: give one of them");
   SF_CHECK(c.gpus == 1 || c.nvme_dir.empty(), "gpus ", c.gpus, " with nvme_dir is not supported ",
            "yet: the NVMe tier serves one GPU; drop nvme_dir or train on one GPU");
+  // Each splits an update one way only: say so rather than ignore the value.
+  SF_CHECK(c.moments_later <= 0 || c.max_grad_norm > 0, "moments_later ", c.moments_later,
+           " splits the update after the clipping norm, and max_grad_norm is 0 (no clipping): "
+           "drop moments_later or set max_grad_norm");
+  SF_CHECK(c.held_gradients <= 0 || c.max_grad_norm == 0, "held_gradients ", c.held_gradients,
+           " applies without clipping (with max_grad_norm ", c.max_grad_norm,
+           " every gradient is held for the norm): drop held_gradients or set max_grad_norm 0");
   // Token counts, positions and sequence bounds of a step are 32-bit in the engine's batch.
   const double tokens =
       double(c.batch_size) * double(c.gpus) * double(c.grad_accum) * double(c.cutoff_len);

@@ -146,6 +146,9 @@ TEST(TrainConfig, EveryValueIsChecked) {
   expect({"--batch-size", "1048576", "--gradient-accumulation-steps", "1048576"},
          "tokens per optimizer step, more than a step can index");
   expect({"stray"}, "unexpected argument 'stray'");
+  expect({"--max-grad-norm", "0", "--moments-later", "3"},
+         "moments_later 3 splits the update after the clipping norm, and max_grad_norm is 0");
+  expect({"--held-gradients", "8"}, "held_gradients 8 applies without clipping");
   // output_dir is required unless --no-save is said.
   std::string e = error_of({"--model", "/m", "--data", "/d"});
   EXPECT_NE(e.find("output_dir is required"), std::string::npos) << e;
