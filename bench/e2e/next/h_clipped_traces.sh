@@ -2,8 +2,7 @@
 # Call H (an H100 or H200; carry .dev/e2e): where the clipped step's time goes with the update in
 # two passes. Traces of 1024x32 and 1024x16 clipped at 24 GiB with the plan's split
 # (moments_later), and of 1024x16 with none, read by trace_adam.py (each kind of AdamW span: rate and when in the step) and
-# trace_gaps.py; then 1024x32 clipped with the head's optimizer on the device too
-# (--device-optimizer all); then 1024x8 clipped, split against none, and unclipped, untraced.
+# trace_gaps.py; then 1024x8 clipped, split against none, and unclipped, untraced.
 set -uo pipefail
 R=$OUT/h; mkdir -p $R/traces
 B=.dev/e2e
@@ -17,9 +16,6 @@ work() {
     python3 bench/e2e/trace_adam.py $t > ${t%.json}.adam.txt 2>&1
     python3 bench/e2e/trace_gaps.py $t --top 15 > ${t%.json}.gaps.txt 2>&1; gzip $t
   done
-  # the head's optimizer on the device too (the unclipped plan's choice at 32k), split by the plan
-  OUT=$R/all BIN=$B STEPS=4 CLIP=1.0 EXTRA="--device-optimizer all" bash bench/e2e/run.sh 1024x32 \
-    >> $R/e2e_clip_later_devall.txt 2>&1
   for cfg in ${CONFIGS:-1024x8}; do
     OUT=$R/later BIN=$B STEPS=4 CLIP=1.0 bash bench/e2e/run.sh $cfg >> $R/e2e_clip_later.txt 2>&1
     OUT=$R/none BIN=$B STEPS=4 CLIP=1.0 EXTRA="--moments-later 0" bash bench/e2e/run.sh $cfg \
