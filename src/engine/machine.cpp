@@ -29,8 +29,9 @@ namespace {
 // The cache's format and how its constants are measured. 2 since the thread pool hands out chunks
 // (2026-12-07): the CPU AdamW rates measured with static shares understate the engine's by up to a
 // third, so a cache written before is measured again. 3: the clipped update's two passes' rates
-// (adam_master_params_per_s, adam_moments_params_per_s).
-constexpr int kCacheVersion = 3;
+// (adam_master_params_per_s, adam_moments_params_per_s). 4: the whole update's rate with Σ g²
+// formed in the same pass, as the worker now updates a ring piece.
+constexpr int kCacheVersion = 4;
 
 // A cache file's contents this version can use.
 bool usable_cache(const nlohmann::json& all) {
@@ -219,12 +220,10 @@ double adam_rate(Backend& be, bool copies, int64_t n, AdamWWrite what = AdamWWri
   int64_t step = 0;
   double t = 0;
   try {
-    t = median_time(3, [&] {  // as the update worker consumes a gradient piece
-      if (what == AdamWWrite::kAll) {
-        volatile double ss = sum_squares(g, gd, n);
-        (void)ss;
-      }
-      adamw_step(p, m, v, g, gd, n, ++step, hp, 1.0f, nullptr, what);
+    t = median_time(3, [&] {  // as the update worker consumes a gradient piece: Σ g² with it
+      double ss = 0;
+      adamw_step(p, m, v, g, gd, n, ++step, hp, 1.0f, nullptr, what,
+                 what == AdamWWrite::kAll ? &ss : nullptr);
     });
   } catch (...) {
     stop = true;

@@ -148,13 +148,13 @@ void UpdateWorker::reset_steps(int64_t steps) {
 
 void UpdateWorker::update_range(int u, int64_t offset, int64_t count, const void* grad,
                                 int64_t step, float lr, float clip, const char* kind, double t0,
-                                AdamWWrite what) {
+                                AdamWWrite what, double* sumsq) {
   const UnitState& h = *units_[size_t(u)];
   AdamWParams hp = hp_;
   hp.lr = lr;
   check_finite(u, step,
                adamw_step(h.master + offset, h.m + offset, h.v + offset, grad, grad_dtype_, count,
-                          step, hp, clip, nullptr, what),
+                          step, hp, clip, nullptr, what, sumsq),
                lr);
   if (trace_)
     trace_->host_span(TraceTrack::kOptimizer, "AdamW unit " + std::to_string(u) + kind, t0,
@@ -239,6 +239,15 @@ void UpdateWorker::consume(Piece& p) {
   const bool device = p.grad == nullptr;  // updated on the device, not here
   // A held unit without clipping: its whole gradient, summed in the ring's pieces and order.
   const bool held = !clipping && !device && p.grad == h.grad;
+  // A ring piece without clipping: updated now, its Σ g² formed by the same pass.
+  const bool ring = !clipping && !device && !held;
+  int64_t step;
+  float lr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    step = step_;
+    lr = lr_;
+  }
   double ss = 0;
   if (device) {
     ss = p.sumsq;
@@ -247,11 +256,14 @@ void UpdateWorker::consume(Piece& p) {
     for (int64_t off = 0; off < p.count; off += piece_)
       ss += sum_squares(static_cast<const char*>(p.grad) + size_t(off) * dsz, grad_dtype_,
                         std::min(piece_, p.count - off));
+  } else if (ring) {
+    UnitState& u = *units_[size_t(p.unit)];
+    if (u.on_nvme && p.offset == 0) nvme_->acquire_state(u, p.unit);
+    update_range(p.unit, p.offset, p.count, p.grad, step, lr, 1.0f, "", t0, AdamWWrite::kAll,
+                 &ss);
   } else {
     ss = sum_squares(p.grad, grad_dtype_, p.count);
   }
-  int64_t step;
-  float lr;
   bool unit_done, all_in = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -259,8 +271,6 @@ void UpdateWorker::consume(Piece& p) {
     received_[size_t(p.unit)] += p.count;
     unit_done = received_[size_t(p.unit)] == h.layout.numel;
     if (unit_done) all_in = ++reduced_ == n;
-    step = step_;
-    lr = lr_;
   }
   if (device) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -271,15 +281,11 @@ void UpdateWorker::consume(Piece& p) {
     held_.insert(std::upper_bound(held_.begin(), held_.end(), job,
                                   [](const Held& a, const Held& b) { return a.unit < b.unit; }),
                  job);
-  } else if (!clipping) {
+  } else if (ring && unit_done) {
     UnitState& u = *units_[size_t(p.unit)];
-    if (u.on_nvme && p.offset == 0) nvme_->acquire_state(u, p.unit);
-    update_range(p.unit, p.offset, p.count, p.grad, step, lr, 1.0f, "", t0);
-    if (unit_done) {
-      if (u.on_nvme) nvme_->release_state(u, p.unit);
-      std::lock_guard<std::mutex> lk(mu_);
-      updated_step_[size_t(p.unit)] = step;
-    }
+    if (u.on_nvme) nvme_->release_state(u, p.unit);
+    std::lock_guard<std::mutex> lk(mu_);
+    updated_step_[size_t(p.unit)] = step;
   }
   if (all_in) {
     // Summed in unit order, so the norm does not depend on the order gradients arrived in.

@@ -20,10 +20,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "optim/simd.h"
+#include "optim/sum_squares_lanes.h"
 
 namespace sf {
 
@@ -33,6 +35,7 @@ namespace {
 // core's L2. Threads take contiguous runs of tiles; a multiple of 16 so only the range's end
 // has a scalar tail.
 constexpr int64_t kTile = int64_t(1) << 14;
+static_assert(kSumSquaresBlock % kTile == 0, "Σ g² blocks hold whole tiles");
 
 // The double a user meant when they wrote the float: its shortest decimal form, read back as a
 // double (0.9f -> 0.9). torch receives hyperparameters as Python floats (doubles), so this is
@@ -344,7 +347,7 @@ void adamw_step_reference(float* p, float* m, float* v, const void* g, DType g_d
 
 int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
                    DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
-                   uint16_t* p_bf16, AdamWWrite what) {
+                   uint16_t* p_bf16, AdamWWrite what, double* sumsq) {
   check_args(p, m, v, g, g_dtype, n);
   check_write(what, p_bf16);
   SF_CHECK(optim_isa_supported(isa), "adamw_step: this CPU lacks the ", optim_isa_name(isa),
@@ -355,8 +358,35 @@ int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v,
   const CountFn count_nonfinite = what == AdamWWrite::kMoments
                                       ? +[](const float*, int64_t) { return int64_t(0); }
                                       : pick_count_fn(isa);
-  const int64_t tiles = (n + kTile - 1) / kTile;
   std::atomic<int64_t> nonfinite{0};
+  if (sumsq) {
+    // By sum_squares's blocks, each tile's Σ g² added into the block's lanes right after the
+    // update read it (from cache): the same order of additions, so the same bits.
+    const SumSquaresAddFn add = pick_sum_squares_add(isa);
+    const bool bf16 = g_dtype == DType::kBF16;
+    const int64_t blocks = (n + kSumSquaresBlock - 1) / kSumSquaresBlock;
+    std::vector<double> partial(size_t(blocks), 0.0);
+    pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+      int64_t bad = 0;
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        double lane[kSumSquaresLanes] = {};
+        const int64_t end = std::min(n, (blk + 1) * kSumSquaresBlock);
+        for (int64_t b = blk * kSumSquaresBlock; b < end; b += kTile) {
+          const int64_t e = std::min(end, b + kTile);
+          fn(p, m, v, g, b, e, k, p_bf16);
+          bad += count_nonfinite(p + b, e - b);
+          add(lane, g, bf16, b, e);
+        }
+        partial[size_t(blk)] = sum_lanes(lane);
+      }
+      if (bad) nonfinite += bad;
+    });
+    double total = 0;
+    for (double x : partial) total += x;
+    *sumsq = total;
+    return nonfinite.load();
+  }
+  const int64_t tiles = (n + kTile - 1) / kTile;
   pool.parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
     int64_t bad = 0;
     for (int64_t t = t0; t < t1; ++t) {
@@ -371,9 +401,9 @@ int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v,
 
 int64_t adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
                    int64_t step, const AdamWParams& hp, float grad_scale, uint16_t* p_bf16,
-                   AdamWWrite what) {
+                   AdamWWrite what, double* sumsq) {
   return adamw_step(optim_best_isa(), ThreadPool::global(), p, m, v, g, g_dtype, n, step, hp,
-                    grad_scale, p_bf16, what);
+                    grad_scale, p_bf16, what, sumsq);
 }
 
 }  // namespace sf

@@ -31,9 +31,13 @@ enum class AdamWWrite : uint8_t { kAll, kWeights, kMoments };
 // as bf16 (round to nearest even), ready for the next host-to-device copy.
 // Bit-exact with adamw_step_reference on every path and thread count. Returns how many of the
 // updated p are not finite (inf or NaN), counted tile by tile as each is written (from cache).
+// If sumsq is non-null, *sumsq is set to Σ g² of the unscaled gradient, the same bits as
+// sum_squares(g, g_dtype, n), summed from each tile as it is read: the update without clipping
+// needs no second pass over the gradient for the norm.
 int64_t adamw_step(float* p, float* m, float* v, const void* g, DType g_dtype, int64_t n,
                    int64_t step, const AdamWParams& hp, float grad_scale,
-                   uint16_t* p_bf16 = nullptr, AdamWWrite what = AdamWWrite::kAll);
+                   uint16_t* p_bf16 = nullptr, AdamWWrite what = AdamWWrite::kAll,
+                   double* sumsq = nullptr);
 
 // The same step as plain scalar code, one thread: the specification the fast path is tested
 // against. Per element, in fp32 and in this order (torch's kernels):
@@ -75,7 +79,8 @@ std::string_view optim_isa_name(OptimIsa isa);
 
 int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v, const void* g,
                    DType g_dtype, int64_t n, int64_t step, const AdamWParams& hp, float grad_scale,
-                   uint16_t* p_bf16 = nullptr, AdamWWrite what = AdamWWrite::kAll);
+                   uint16_t* p_bf16 = nullptr, AdamWWrite what = AdamWWrite::kAll,
+                   double* sumsq = nullptr);
 double sum_squares(OptimIsa isa, ThreadPool& pool, const void* g, DType g_dtype, int64_t n);
 
 }  // namespace sf

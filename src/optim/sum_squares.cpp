@@ -18,40 +18,38 @@
 #include "core/thread_pool.h"
 #include "optim/adamw.h"
 #include "optim/simd.h"
+#include "optim/sum_squares_lanes.h"
 
 namespace sf {
 
 namespace {
 
-constexpr int64_t kBlock = int64_t(1) << 16;  // multiple of kLanes
-constexpr int kLanes = 16;
+constexpr int64_t kBlock = kSumSquaresBlock;
+constexpr int kLanes = kSumSquaresLanes;
+static_assert(kBlock % kLanes == 0, "a block holds whole groups of lanes");
 
 inline double grad_at(const void* g, bool bf16, int64_t i) {
   return bf16 ? double(bf16_to_f32(static_cast<const uint16_t*>(g)[i]))
               : double(static_cast<const float*>(g)[i]);
 }
 
-// Adds elements [i, end) into the lanes (i is a multiple of kLanes relative to the block start),
-// then reduces the lanes in order.
-double finish_block(const void* g, bool bf16, int64_t i, int64_t end, double (&lane)[kLanes]) {
+// Adds elements [i, end) one by one into lane i % kLanes (the tail of a block).
+void add_tail(const void* g, bool bf16, int64_t i, int64_t end, double* lane) {
   for (; i < end; ++i) {
     const double x = grad_at(g, bf16, i);
     lane[i % kLanes] += x * x;
   }
-  double s = 0;
-  for (double l : lane) s += l;
-  return s;
 }
 
-double block_scalar(const void* g, bool bf16, int64_t begin, int64_t end) {
-  double lane[kLanes] = {};
-  return finish_block(g, bf16, begin, end, lane);
+void add_scalar(double* lane, const void* g, bool bf16, int64_t begin, int64_t end) {
+  add_tail(g, bf16, begin, end, lane);
 }
 
 #if SF_OPTIM_X86
 
-SF_TARGET_AVX512 double block_avx512(const void* g, bool bf16, int64_t begin, int64_t end) {
-  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+SF_TARGET_AVX512 void add_avx512(double* lane, const void* g, bool bf16, int64_t begin,
+                                 int64_t end) {
+  __m512d a0 = _mm512_loadu_pd(lane), a1 = _mm512_loadu_pd(lane + 8);
   int64_t i = begin;
   for (; i + kLanes <= end; i += kLanes) {
     __m512 x = bf16 ? simd::load_bf16_x16(static_cast<const uint16_t*>(g) + i)
@@ -62,15 +60,14 @@ SF_TARGET_AVX512 double block_avx512(const void* g, bool bf16, int64_t begin, in
     a0 = _mm512_add_pd(a0, _mm512_mul_pd(lo, lo));
     a1 = _mm512_add_pd(a1, _mm512_mul_pd(hi, hi));
   }
-  double lane[kLanes];
   _mm512_storeu_pd(lane, a0);
   _mm512_storeu_pd(lane + 8, a1);
-  return finish_block(g, bf16, i, end, lane);
+  add_tail(g, bf16, i, end, lane);
 }
 
-SF_TARGET_AVX2 double block_avx2(const void* g, bool bf16, int64_t begin, int64_t end) {
-  __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
-                  _mm256_setzero_pd()};
+SF_TARGET_AVX2 void add_avx2(double* lane, const void* g, bool bf16, int64_t begin, int64_t end) {
+  __m256d a[4];
+  for (int q = 0; q < 4; ++q) a[q] = _mm256_loadu_pd(lane + 4 * q);
   int64_t i = begin;
   for (; i + kLanes <= end; i += kLanes) {
     for (int h = 0; h < 2; ++h) {
@@ -83,14 +80,28 @@ SF_TARGET_AVX2 double block_avx2(const void* g, bool bf16, int64_t begin, int64_
       a[2 * h + 1] = _mm256_add_pd(a[2 * h + 1], _mm256_mul_pd(hi, hi));
     }
   }
-  double lane[kLanes];
   for (int q = 0; q < 4; ++q) _mm256_storeu_pd(lane + 4 * q, a[q]);
-  return finish_block(g, bf16, i, end, lane);
+  add_tail(g, bf16, i, end, lane);
 }
 
 #endif  // SF_OPTIM_X86
 
 }  // namespace
+
+SumSquaresAddFn pick_sum_squares_add(OptimIsa isa) {
+#if SF_OPTIM_X86
+  if (isa == OptimIsa::kAvx512) return &add_avx512;
+  if (isa == OptimIsa::kAvx2) return &add_avx2;
+#endif
+  (void)isa;
+  return &add_scalar;
+}
+
+double sum_lanes(const double* lane) {
+  double s = 0;
+  for (int j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
 
 double sum_squares(OptimIsa isa, ThreadPool& pool, const void* g, DType g_dtype, int64_t n) {
   SF_CHECK(n >= 0, "sum_squares: negative element count ", n);
@@ -99,17 +110,16 @@ double sum_squares(OptimIsa isa, ThreadPool& pool, const void* g, DType g_dtype,
   SF_CHECK(n == 0 || g, "sum_squares: null gradient pointer for ", n, " elements");
   SF_CHECK(optim_isa_supported(isa), "sum_squares: this CPU lacks the ", optim_isa_name(isa),
            " instructions; use optim_best_isa()");
-  double (*block)(const void*, bool, int64_t, int64_t) = &block_scalar;
-#if SF_OPTIM_X86
-  if (isa == OptimIsa::kAvx512) block = &block_avx512;
-  if (isa == OptimIsa::kAvx2) block = &block_avx2;
-#endif
+  const SumSquaresAddFn add = pick_sum_squares_add(isa);
   const bool bf16 = g_dtype == DType::kBF16;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(size_t(blocks), 0.0);
   pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      partial[size_t(b)] = block(g, bf16, b * kBlock, std::min(n, (b + 1) * kBlock));
+    for (int64_t b = b0; b < b1; ++b) {
+      double lane[kLanes] = {};
+      add(lane, g, bf16, b * kBlock, std::min(n, (b + 1) * kBlock));
+      partial[size_t(b)] = sum_lanes(lane);
+    }
   });
   double total = 0;
   for (double s : partial) total += s;

@@ -375,7 +375,7 @@ TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
   {
     std::ifstream in(file);
     const nlohmann::json all = nlohmann::json::parse(in);
-    EXPECT_EQ(all["version"], 3);
+    EXPECT_EQ(all["version"], 4);
     EXPECT_FALSE(all["entries"].contains("another key"));
   }
   EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));

@@ -118,6 +118,49 @@ TEST(AdamW, EveryPathMatchesReferenceBitExact) {
   }
 }
 
+// With a Σ g² out, the step stores the same bits and sets the sum to sum_squares's bits, on every
+// path, thread count and size (a block's tail, several blocks, a partial last tile), with and
+// without the bf16 copy; a gradient with a NaN gives a NaN sum.
+TEST(AdamW, SumOfSquaresFromTheStepIsSumSquares) {
+  ThreadPool pool1(1), pool3(3);
+  const AdamWParams hp{.lr = 1e-3f, .weight_decay = 0.01f};
+  for (OptimIsa isa : supported_isas()) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (int64_t n : {int64_t(0), int64_t(1), int64_t(17), int64_t(65536 - 3), int64_t(65536),
+                        int64_t(3 * 65536 + 16384 + 77)}) {
+        for (bool with_bf16 : {false, true}) {
+          SCOPED_TRACE(testing::Message() << optim_isa_name(isa) << " " << dtype_name(dt)
+                                          << " n=" << n << " bf16 copy " << with_bf16);
+          State plain = random_state(n, uint32_t(n) + 9), fused = plain;
+          fill_grad(plain, n, uint32_t(n) + 1);
+          const void* g =
+              dt == DType::kBF16 ? (const void*)plain.g16.data() : (const void*)plain.g32.data();
+          ThreadPool& pool = n % 2 ? pool3 : pool1;
+          adamw_step(isa, pool, plain.p.data(), plain.m.data(), plain.v.data(), g, dt, n, 2, hp,
+                     0.5f, with_bf16 ? plain.pb.data() : nullptr);
+          double ss = -1;
+          adamw_step(isa, pool, fused.p.data(), fused.m.data(), fused.v.data(), g, dt, n, 2, hp,
+                     0.5f, with_bf16 ? fused.pb.data() : nullptr, AdamWWrite::kAll, &ss);
+          ASSERT_TRUE(same_bits(fused.p, plain.p) && same_bits(fused.m, plain.m) &&
+                      same_bits(fused.v, plain.v));
+          ASSERT_EQ(fused.pb, plain.pb);
+          const double want = sum_squares(OptimIsa::kScalar, pool1, g, dt, n);
+          ASSERT_EQ(std::memcmp(&ss, &want, sizeof ss), 0) << ss << " vs " << want;
+          if (n > 0) {
+            EXPECT_GT(ss, 0.0);
+          }
+        }
+      }
+    }
+  }
+  std::vector<float> p(100, 0.5f), m(100, 0.0f), v(100, 0.0f), g(100, 0.25f);
+  g[40] = NAN;
+  double ss = 0;
+  adamw_step(p.data(), m.data(), v.data(), g.data(), DType::kF32, 100, 1, hp, 1.0f, nullptr,
+             AdamWWrite::kAll, &ss);
+  EXPECT_TRUE(std::isnan(ss));
+}
+
 // The clipped update's two halves: the weights alone, then the moments alone (same inputs), are
 // the whole step bit for bit on every path; each half leaves the other's arrays as they were.
 TEST(AdamW, WeightsThenMomentsIsTheWholeStep) {
