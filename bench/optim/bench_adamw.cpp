@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
         const char* gp = reinterpret_cast<const char*>(g.data()) + size_t(off) * size_t(gb);
         double ss = 0;
         if (!fused) ss = sf::sum_squares(isa, pool, gp, gd, k);
-        sf::adamw_step(isa, pool, p.data() + off, m.data() + off, v.data() + off, gp, gd, k,
-                       r + 1, hp, 1.0f, nullptr, sf::AdamWWrite::kAll, fused ? &ss : nullptr);
+        sf::adamw_step(isa, pool, p.data() + off, m.data() + off, v.data() + off, gp, gd, k, r + 1,
+                       hp, 1.0f, nullptr, sf::AdamWWrite::kAll, fused ? &ss : nullptr);
         sink = sink + ss;
       }
       t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -259,8 +259,7 @@ void UpdateWorker::consume(Piece& p) {
   } else if (ring) {
     UnitState& u = *units_[size_t(p.unit)];
     if (u.on_nvme && p.offset == 0) nvme_->acquire_state(u, p.unit);
-    update_range(p.unit, p.offset, p.count, p.grad, step, lr, 1.0f, "", t0, AdamWWrite::kAll,
-                 &ss);
+    update_range(p.unit, p.offset, p.count, p.grad, step, lr, 1.0f, "", t0, AdamWWrite::kAll, &ss);
   } else {
     ss = sum_squares(p.grad, grad_dtype_, p.count);
   }

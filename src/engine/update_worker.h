@@ -99,9 +99,9 @@ class UpdateWorker {
   // AdamW on elements [offset, offset + count) of unit u from `grad` (the ring piece, the held
   // or the clipped unit's host gradient), checked finite; traced from t0. sumsq: where given,
   // set to the gradient's Σ g² from the same pass (sum_squares's bits).
-  void update_range(int u, int64_t offset, int64_t count, const void* grad, int64_t step,
-                    float lr, float clip, const char* kind, double t0,
-                    AdamWWrite what = AdamWWrite::kAll, double* sumsq = nullptr);
+  void update_range(int u, int64_t offset, int64_t count, const void* grad, int64_t step, float lr,
+                    float clip, const char* kind, double t0, AdamWWrite what = AdamWWrite::kAll,
+                    double* sumsq = nullptr);
   // Throws, naming the unit, the step and what to do, where an update left `bad` (> 0) weights
   // non-finite (adamw_step's count).
   void check_finite(int u, int64_t step, int64_t bad, float lr) const;
