@@ -1,6 +1,7 @@
 // The update worker stops a run whose update leaves a weight non-finite (issue 14: weights finite
 // after every update), whichever path updated it — a ring piece, a held unit, a clipped unit — and
-// names the step, the unit and what to do; finite updates go on. With clipping, a moments_later
+// names the step, the unit and what to do; finite updates go on. A ring piece's share of the norm
+// comes from its update's pass, the same bits as sum_squares. With clipping, a moments_later
 // unit's master is ready for the next forward before its m and v, which wait_moments and wait_all
 // wait for.
 #include <gtest/gtest.h>
@@ -72,6 +73,39 @@ TEST(UpdateWorker, AnUpdateThatLeavesWeightsNonFiniteStopsTheRun) {
   w.grad_ready(0);
   EXPECT_EQ(error_of(w, 0), "");
   EXPECT_EQ(w.wait_grad_norm(), 10.0);  // √(100 · 1²)
+}
+
+// Without clipping a ring piece's Σ g² comes from its update's own pass: the reported norm is the
+// bits of sum_squares over each piece (pieces in order, then units in order), a held unit's summed
+// on arrival beside it, and the weights are the reference's.
+TEST(UpdateWorker, TheRingsNormComesFromTheUpdateAndIsSumSquaresBits) {
+  const int64_t n = 3 * 65536 + 4099, piece = 65536 + 16;  // pieces across sum blocks' bounds
+  const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  Unit ring(n, false), held(n, true), ref_ring(n, false), ref_held(n, true);
+  for (int64_t i = 0; i < n; ++i) {
+    ring.g[size_t(i)] = ref_ring.g[size_t(i)] = std::sin(float(i)) * float(1 + i % 5);
+    held.g[size_t(i)] = ref_held.g[size_t(i)] = std::cos(float(i)) * 0.25f;
+  }
+  std::vector<UnitState*> units{&ring.state, &held.state};
+  UpdateWorker w(units, DType::kF32, hp, 0.0f, piece);
+  w.begin_step(1, hp.lr);
+  double ring_ss = 0, held_ss = 0;
+  for (int64_t off = 0; off < n; off += piece) {
+    const int64_t k = std::min(piece, n - off);
+    ring_ss += sum_squares(ring.g.data() + off, DType::kF32, k);
+    held_ss += sum_squares(held.g.data() + off, DType::kF32, k);
+    w.piece_ready(0, off, k, ring.g.data() + off, [] {});
+  }
+  w.grad_ready(1);
+  EXPECT_EQ(w.wait_grad_norm(), std::sqrt(ring_ss + held_ss));
+  w.wait_all();
+  for (Unit* r : {&ref_ring, &ref_held})
+    adamw_step_reference(r->p.data(), r->m.data(), r->v.data(), r->g.data(), DType::kF32, n, 1, hp,
+                         1.0f);
+  EXPECT_EQ(ring.p, ref_ring.p);
+  EXPECT_EQ(ring.m, ref_ring.m);
+  EXPECT_EQ(ring.v, ref_ring.v);
+  EXPECT_EQ(held.p, ref_held.p);
 }
 
 // Two clipped units, the lower one moments_later, over two steps: after wait_updated each master
