@@ -32,7 +32,8 @@ def replay(binary, model_dir, layers, plan_text, clip):
     T = int(re.search(r"steps of ≤ (\d+) tokens", plan_text).group(1))
     window = int(re.search(r"plan: window (\d+)", plan_text).group(1))
     mm = re.search(r"H2D ([0-9.]+) GB/s, D2H ([0-9.]+) GB/s.*?CPU AdamW ([0-9.]+) G params/s "
-                   r"\(([0-9.]+) while copies run\); the layer ([0-9.]+) µs/token forward, "
+                   r"\(([0-9.]+) while copies run(?:, they then at [0-9.]+ GB/s both ways)?\); the layer "
+                   r"([0-9.]+) µs/token forward, "
                    r"([0-9.]+) µs/token recompute \+ backward \(([0-9.]+) TFLOP/s", plan_text)
     h2d, d2h, fast, slow, f, b, tflops = map(float, mm.groups())
     c = re.search(r"compute ([0-9.]+) s, H2D .*?CPU AdamW ([0-9.]+) G params \(([0-9.]+) s\)",

@@ -180,9 +180,11 @@ LayerTimes time_layer(Backend& be, const ModelSpec& spec, int64_t M, int64_t S) 
 
 // Σ g² and CPU AdamW over kAdamParams, the gradient in the compute dtype, in pinned memory as
 // the engine's state is; with `copies`, while another thread keeps an H2D and a D2H copy running
-// (the engine's uploads and gradient downloads). `what` other than kAll: that pass of the
-// clipped update alone, without the Σ g² (done when its gradient arrived).
-double adam_rate(Backend& be, bool copies, int64_t n, AdamWWrite what = AdamWWrite::kAll) {
+// (the engine's uploads and gradient downloads), and then `beside_gbps` (not null) gets the bytes
+// those copies moved a second meanwhile, both directions. `what` other than kAll: that pass of
+// the clipped update alone, without the Σ g² (done when its gradient arrived).
+double adam_rate(Backend& be, bool copies, int64_t n, AdamWWrite what = AdamWWrite::kAll,
+                 double* beside_gbps = nullptr) {
   const DType gd = be.compute_dtype();
   const size_t gsz = dtype_size(gd);
   Buffer state = be.alloc(MemoryKind::kPinnedHost, size_t(n) * (12 + gsz), "probe AdamW state");
@@ -197,6 +199,7 @@ double adam_rate(Backend& be, bool copies, int64_t n, AdamWWrite what = AdamWWri
   else
     std::fill(static_cast<uint16_t*>(g), static_cast<uint16_t*>(g) + n, uint16_t(0x3a83));
   std::atomic<bool> stop{false};
+  std::atomic<uint64_t> copied{0};
   std::thread traffic;
   Buffer pin, dev;
   std::unique_ptr<Stream> up, down;
@@ -213,12 +216,15 @@ double adam_rate(Backend& be, bool copies, int64_t n, AdamWWrite what = AdamWWri
         be.copy(h + kCopyBytes, d + kCopyBytes, kCopyBytes, *down);
         be.synchronize(*up);
         be.synchronize(*down);
+        copied += 2 * kCopyBytes;
       }
     });
   }
   const AdamWParams hp{1e-5f, 0.9f, 0.999f, 1e-8f, 0.0f};
   int64_t step = 0;
   double t = 0;
+  const uint64_t copied0 = copied.load();
+  const auto t0 = Clock::now();
   try {
     t = median_time(3, [&] {  // as the update worker consumes a gradient piece: Σ g² with it
       double ss = 0;
@@ -230,6 +236,7 @@ double adam_rate(Backend& be, bool copies, int64_t n, AdamWWrite what = AdamWWri
     if (traffic.joinable()) traffic.join();
     throw;
   }
+  if (beside_gbps) *beside_gbps = double(copied.load() - copied0) * 1e-9 / seconds_since(t0);
   stop = true;
   if (traffic.joinable()) traffic.join();
   return double(n) / t;
@@ -266,6 +273,7 @@ nlohmann::json to_json(const MachineConstants& m) {
           {"adam_copy_params_per_s", m.adam_copy_params_per_s},
           {"adam_master_params_per_s", m.adam_master_params_per_s},
           {"adam_moments_params_per_s", m.adam_moments_params_per_s},
+          {"copy_beside_adam_gbps", m.copy_beside_adam_gbps},
           {"layer_forward_s", m.layer_forward_s},
           {"layer_backward_s", m.layer_backward_s},
           {"layer_tflops", m.layer_tflops}};
@@ -299,6 +307,7 @@ std::optional<MachineConstants> from_json(const std::string& key, const nlohmann
       !num("layer_forward_s", &m.layer_forward_s) ||
       !num("layer_backward_s", &m.layer_backward_s) || !num("layer_tflops", &m.layer_tflops))
     return std::nullopt;
+  num("copy_beside_adam_gbps", &m.copy_beside_adam_gbps);  // 0 where no copy finished in time
   return m;
 }
 
@@ -330,7 +339,7 @@ MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t mic
   m.host_gbps = memcpy_gbps();
   const int64_t n = adam_params > 0 ? adam_params : kAdamParams;
   m.adam_params_per_s = adam_rate(be, false, n);
-  m.adam_copy_params_per_s = adam_rate(be, true, n);
+  m.adam_copy_params_per_s = adam_rate(be, true, n, AdamWWrite::kAll, &m.copy_beside_adam_gbps);
   m.adam_master_params_per_s = adam_rate(be, false, n, AdamWWrite::kWeights);
   m.adam_moments_params_per_s = adam_rate(be, false, n, AdamWWrite::kMoments);
   const LayerTimes lt = time_layer(be, spec, micro_tokens, S);
@@ -405,7 +414,8 @@ std::string describe(const MachineConstants& m) {
   o << "machine (" << m.device << ", measured " << m.measured_at << "): H2D " << m.h2d_gbps
     << " GB/s, D2H " << m.d2h_gbps << " GB/s (pinned), host memcpy " << m.host_gbps
     << " GB/s; CPU AdamW " << m.adam_params_per_s * 1e-9 << " G params/s ("
-    << m.adam_copy_params_per_s * 1e-9 << " while copies run); the layer "
+    << m.adam_copy_params_per_s * 1e-9 << " while copies run, they then at "
+    << m.copy_beside_adam_gbps << " GB/s both ways); the layer "
     << m.layer_forward_s * 1e6 << " µs/token forward, " << m.layer_backward_s * 1e6
     << " µs/token recompute + backward (";
   if (m.layer_tflops >= 1)

@@ -346,6 +346,10 @@ TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
   EXPECT_EQ(b.layer_forward_s, a.layer_forward_s);
   EXPECT_EQ(b.adam_params_per_s, a.adam_params_per_s);
   EXPECT_EQ(b.measured_at, a.measured_at);
+  // the copies beside the AdamW: 0 where none finished within this small probe's passes
+  EXPECT_GE(a.copy_beside_adam_gbps, 0);
+  EXPECT_EQ(b.copy_beside_adam_gbps, a.copy_beside_adam_gbps);
+  EXPECT_NE(describe(a).find("while copies run, they then at"), std::string::npos) << describe(a);
   // another micro-batch is another key
   EXPECT_FALSE(cached_machine_constants(*be, spec, 128, 32, file));
   machine_constants(*be, spec, 64, 32, file, /*remeasure=*/true, &note, kSmall);
