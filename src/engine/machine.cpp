@@ -415,9 +415,8 @@ std::string describe(const MachineConstants& m) {
     << " GB/s, D2H " << m.d2h_gbps << " GB/s (pinned), host memcpy " << m.host_gbps
     << " GB/s; CPU AdamW " << m.adam_params_per_s * 1e-9 << " G params/s ("
     << m.adam_copy_params_per_s * 1e-9 << " while copies run, they then at "
-    << m.copy_beside_adam_gbps << " GB/s both ways); the layer "
-    << m.layer_forward_s * 1e6 << " µs/token forward, " << m.layer_backward_s * 1e6
-    << " µs/token recompute + backward (";
+    << m.copy_beside_adam_gbps << " GB/s both ways); the layer " << m.layer_forward_s * 1e6
+    << " µs/token forward, " << m.layer_backward_s * 1e6 << " µs/token recompute + backward (";
   if (m.layer_tflops >= 1)
     o << m.layer_tflops << " TFLOP/s)";
   else
