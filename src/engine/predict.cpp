@@ -259,6 +259,28 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
   }
   p.h2d_bytes += std::max(0, L - 1) * act;  // restores
   p.d2h_bytes += L * act;                   // checkpoint offloads
+  // The host's memory: the AdamW reads p, m, v and the gradient and writes p, m, v (a
+  // moments_later unit's two passes read m, v and the gradient twice); a gradient summed on
+  // arrival (held, or clipped) is read once more; the DMA reads and writes it both ways. Its
+  // ceiling: the most the probe saw the host carry, the AdamW beside the copies (both counted) or
+  // a pass alone. Only where the probe measured the copies beside the AdamW (cache version 4).
+  const double gb = double(plan.dtype_bytes);
+  for (size_t u = 0; u < s.numel.size(); ++u) {
+    if (plan.on_device[u]) continue;
+    const double n = double(s.numel[u]);
+    p.host_bytes += n * (plan.moments_later[u] ? 2 * (16 + gb) : 24 + gb);
+    if (clipping || plan.held[u]) p.host_bytes += n * gb;
+  }
+  p.host_bytes += p.h2d_bytes + p.d2h_bytes;
+  if (m.copy_beside_adam_gbps > 0) {
+    const double ceiling = std::max({m.adam_copy_params_per_s * (24 + gb) +
+                                         m.copy_beside_adam_gbps * 1e9,
+                                     m.adam_params_per_s * (24 + gb),
+                                     m.adam_master_params_per_s * (16 + gb),
+                                     m.adam_moments_params_per_s * (16 + gb)});
+    p.host_s = p.host_bytes / ceiling;
+    p.step_s = std::max(p.step_s, p.host_s);
+  }
   p.compute_s = double(tokens) * double(L) * (m.layer_forward_s + m.layer_backward_s) +
                 s.head_flops / (m.layer_tflops * 1e12);
   p.h2d_s = p.h2d_bytes / s.h2d_rate;
@@ -278,6 +300,7 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
                                                    {p.h2d_s, "H2D copies (PCIe)"},
                                                    {p.d2h_s, "D2H copies (PCIe)"},
                                                    {p.adam_s, "the CPU AdamW"},
+                                                   {p.host_s, "the host's memory"},
                                                    {p.disk_s, "the NVMe disk"}};
   p.bound = std::max_element(std::begin(floors), std::end(floors))->second;
   return p;
@@ -360,7 +383,9 @@ std::string StepPrediction::describe(int64_t tokens) const {
     << " s, CPU AdamW after the GPU " << tail_s << " s; bound by " << bound
     << "\n  per step: compute " << compute_s << " s, H2D " << h2d_bytes * 1e-9 << " GB (" << h2d_s
     << " s), D2H " << d2h_bytes * 1e-9 << " GB (" << d2h_s << " s), CPU AdamW "
-    << host_params * 1e-9 << " G params (" << adam_s << " s)";
+    << host_params * 1e-9 << " G params (" << adam_s << " s), host memory " << host_bytes * 1e-9
+    << " GB";
+  if (host_s > 0) o << " (" << host_s << " s)";
   if (disk_s > 0)
     o << ", disk " << disk_read_bytes * 1e-9 << " GB read + " << disk_write_bytes * 1e-9
       << " GB written (" << disk_s << " s)";

@@ -276,6 +276,41 @@ TEST(PredictStep, TheHeldShareIsKeptOnlyWhereThePredictionSaysItPays) {
 
 constexpr int64_t kSmall = int64_t(1) << 20;  // the AdamW probe's parameters, for CI's time
 
+// The host's memory is a floor under the step where the probe measured what it carries at once:
+// the split units' m, v and gradient are read twice (10 B/param more with bf16 gradients); with a
+// low ceiling the floor is the whole split's step and fewer units are split, with a high one
+// nothing changes, and without the measurement there is no floor.
+TEST(PredictStep, TheHostsMemoryIsAFloorWhereItsBytesBind) {
+  const ModelSpec spec = llama_8b();
+  const int64_t T = 16384;
+  const PlanRequest r = request_8b(spec, T, true, DeviceOptimizer::kAuto);
+  const EnginePlan plan = make_plan(r);
+  EnginePlan split = plan;
+  split.set_moments_later(unit_layouts(spec), 1000, true);
+  ASSERT_GT(split.moments_later_params, 0);
+  MachineConstants m = h200_like();
+  const StepPrediction none0 = predict_step(plan, spec, m, T, true);
+  const StepPrediction split0 = predict_step(split, spec, m, T, true);
+  EXPECT_EQ(split0.host_s, 0.0);  // not measured: no floor
+  EXPECT_NEAR(split0.host_bytes - none0.host_bytes, 10.0 * double(split.moments_later_params),
+              1e-9 * split0.host_bytes);
+  std::string note;
+  m.copy_beside_adam_gbps = 1000;  // a ceiling far above the step's traffic: nothing changes
+  EXPECT_EQ(predict_step(split, spec, m, T, true).step_s, split0.step_s);
+  const int64_t taken_high = weigh_moments_later(r, plan, m, &note).moments_later_params;
+  EXPECT_GT(taken_high, 0) << note;
+  // a host that carries no more than the AdamW alone (the copies beside it nearly stopped): the
+  // host's bytes are the step, and the split's extra bytes make it longer
+  m.copy_beside_adam_gbps = 1;
+  const StepPrediction low = predict_step(split, spec, m, T, true);
+  const double ceiling = m.adam_params_per_s * 26;
+  EXPECT_NEAR(low.step_s, low.host_bytes / ceiling, 1e-9 * low.step_s) << low.describe(T);
+  EXPECT_EQ(low.bound, "the host's memory") << low.describe(T);
+  EXPECT_GT(low.step_s, predict_step(plan, spec, m, T, true).step_s) << low.describe(T);
+  // fewer units split: only as many as the host's bytes leave room for
+  EXPECT_LT(weigh_moments_later(r, plan, m, &note).moments_later_params, taken_high) << note;
+}
+
 // With clipping the next forward waits for every master after the norm; writing some units' m and
 // v later shortens that pass, and the backward (where the CPU is idle, clipping) takes the
 // moments: at 32k tokens the prediction takes units from the bottom up and the step is shorter
