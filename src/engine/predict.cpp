@@ -273,11 +273,10 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
   }
   p.host_bytes += p.h2d_bytes + p.d2h_bytes;
   if (m.copy_beside_adam_gbps > 0) {
-    const double ceiling = std::max({m.adam_copy_params_per_s * (24 + gb) +
-                                         m.copy_beside_adam_gbps * 1e9,
-                                     m.adam_params_per_s * (24 + gb),
-                                     m.adam_master_params_per_s * (16 + gb),
-                                     m.adam_moments_params_per_s * (16 + gb)});
+    const double ceiling =
+        std::max({m.adam_copy_params_per_s * (24 + gb) + m.copy_beside_adam_gbps * 1e9,
+                  m.adam_params_per_s * (24 + gb), m.adam_master_params_per_s * (16 + gb),
+                  m.adam_moments_params_per_s * (16 + gb)});
     p.host_s = p.host_bytes / ceiling;
     p.step_s = std::max(p.step_s, p.host_s);
   }
@@ -296,12 +295,10 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
     // The disk streams beside the rest: the step is the longer of the two.
     p.step_s = std::max(p.step_s, p.disk_s);
   }
-  const std::pair<double, const char*> floors[] = {{p.compute_s, "the GPU's compute"},
-                                                   {p.h2d_s, "H2D copies (PCIe)"},
-                                                   {p.d2h_s, "D2H copies (PCIe)"},
-                                                   {p.adam_s, "the CPU AdamW"},
-                                                   {p.host_s, "the host's memory"},
-                                                   {p.disk_s, "the NVMe disk"}};
+  const std::pair<double, const char*> floors[] = {
+      {p.compute_s, "the GPU's compute"}, {p.h2d_s, "H2D copies (PCIe)"},
+      {p.d2h_s, "D2H copies (PCIe)"},     {p.adam_s, "the CPU AdamW"},
+      {p.host_s, "the host's memory"},    {p.disk_s, "the NVMe disk"}};
   p.bound = std::max_element(std::begin(floors), std::end(floors))->second;
   return p;
 }
