@@ -81,6 +81,10 @@ if per:
     gpu_s, h2d_gb, d2h_gb, adam_s = (float(per.group(i)) for i in (1, 2, 4, 7))
     floors = (f"; floors: GPU work {gpu_s:.2f} s, PCIe {h2d_gb:.1f} GB H2D + {d2h_gb:.1f} GB D2H at 50 GB/s "
               f"{max(h2d_gb, d2h_gb) / 50:.2f} s, CPU AdamW {float(per.group(6)):.2f} G params {adam_s:.2f} s")
+    host = re.search(r"host memory ([0-9.]+) GB(?: \(([0-9.]+) s\))?", plan)
+    if host:  # the bytes through host memory, and the prediction's floor for them where measured
+        floors += f", host memory {float(host.group(1)):.0f} GB" + (
+            f" {float(host.group(2)):.2f} s" if host.group(2) else "")
 pred = ""
 if p_step:
     meas_step = S * int(cfg.split("x")[1]) / tok
