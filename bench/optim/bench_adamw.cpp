@@ -44,9 +44,11 @@ int main(int argc, char** argv) {
     sf::AdamWWrite what;
     const char* name;
     double bytes;
-  } modes[] = {{sf::AdamWWrite::kAll, "all", 24 + gb},
-               {sf::AdamWWrite::kWeights, "weights", 16 + gb},
-               {sf::AdamWWrite::kMoments, "moments", 16 + gb}};
+  } modes[] = {{sf::AdamWWrite::kAll, "all", sf::adamw_bytes_per_param(sf::AdamWWrite::kAll, gb)},
+               {sf::AdamWWrite::kWeights, "weights",
+                sf::adamw_bytes_per_param(sf::AdamWWrite::kWeights, gb)},
+               {sf::AdamWWrite::kMoments, "moments",
+                sf::adamw_bytes_per_param(sf::AdamWWrite::kMoments, gb)}};
   // A ring piece's update without clipping as the worker did it before (Σ g² for the norm in its
   // own pass, then the step) and as it does now (the sum from the step's own reads), piece by
   // piece over the same n: PIECE_MILLION (default 16.78, the plan's 16 Mi-element piece).
@@ -74,7 +76,7 @@ int main(int argc, char** argv) {
         "in pieces of %lld  %.3f s  %.2f G params/s  %.1f GB/s\n",
         fused ? "sum in the step" : "sum then step", std::string(sf::optim_isa_name(isa)).c_str(),
         bf16 ? "bf16" : "fp32", threads, spinners, (long long)n, (long long)piece, s,
-        double(n) / s / 1e9, (fused ? 24 + gb : 24 + 2 * gb) * double(n) / s / 1e9);
+        double(n) / s / 1e9, (sf::adamw_bytes_per_param(sf::AdamWWrite::kAll, gb) + (fused ? 0 : gb)) * double(n) / s / 1e9);
   }
   for (const auto& mode : modes) {
     std::vector<double> t;

@@ -268,15 +268,19 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
   for (size_t u = 0; u < s.numel.size(); ++u) {
     if (plan.on_device[u]) continue;
     const double n = double(s.numel[u]);
-    p.host_bytes += n * (plan.moments_later[u] ? 2 * (16 + gb) : 24 + gb);
+    p.host_bytes += n * (plan.moments_later[u]
+                             ? adamw_bytes_per_param(AdamWWrite::kWeights, gb) +
+                                   adamw_bytes_per_param(AdamWWrite::kMoments, gb)
+                             : adamw_bytes_per_param(AdamWWrite::kAll, gb));
     if (clipping || plan.held[u]) p.host_bytes += n * gb;
   }
   p.host_bytes += p.h2d_bytes + p.d2h_bytes;
   if (m.copy_beside_adam_gbps > 0) {
-    const double ceiling =
-        std::max({m.adam_copy_params_per_s * (24 + gb) + m.copy_beside_adam_gbps * 1e9,
-                  m.adam_params_per_s * (24 + gb), m.adam_master_params_per_s * (16 + gb),
-                  m.adam_moments_params_per_s * (16 + gb)});
+    const double all = adamw_bytes_per_param(AdamWWrite::kAll, gb);
+    const double ceiling = std::max(
+        {m.adam_copy_params_per_s * all + m.copy_beside_adam_gbps * 1e9, m.adam_params_per_s * all,
+         m.adam_master_params_per_s * adamw_bytes_per_param(AdamWWrite::kWeights, gb),
+         m.adam_moments_params_per_s * adamw_bytes_per_param(AdamWWrite::kMoments, gb)});
     p.host_s = p.host_bytes / ceiling;
     p.step_s = std::max(p.step_s, p.host_s);
   }

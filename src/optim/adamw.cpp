@@ -359,6 +359,11 @@ int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v,
                                       ? +[](const float*, int64_t) { return int64_t(0); }
                                       : pick_count_fn(isa);
   std::atomic<int64_t> nonfinite{0};
+  // Updates [b, e); returns how many of the p it wrote are non-finite (read back from cache).
+  auto tile = [&](int64_t b, int64_t e) {
+    fn(p, m, v, g, b, e, k, p_bf16);
+    return count_nonfinite(p + b, e - b);
+  };
   if (sumsq) {
     // By sum_squares's blocks, each tile's Σ g² added into the block's lanes right after the
     // update read it (from cache): the same order of additions, so the same bits.
@@ -373,8 +378,7 @@ int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v,
         const int64_t end = std::min(n, (blk + 1) * kSumSquaresBlock);
         for (int64_t b = blk * kSumSquaresBlock; b < end; b += kTile) {
           const int64_t e = std::min(end, b + kTile);
-          fn(p, m, v, g, b, e, k, p_bf16);
-          bad += count_nonfinite(p + b, e - b);
+          bad += tile(b, e);
           add(lane, g, bf16, b, e);
         }
         partial[size_t(blk)] = sum_lanes(lane);
@@ -389,11 +393,7 @@ int64_t adamw_step(OptimIsa isa, ThreadPool& pool, float* p, float* m, float* v,
   const int64_t tiles = (n + kTile - 1) / kTile;
   pool.parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
     int64_t bad = 0;
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t * kTile, e = std::min(n, (t + 1) * kTile);
-      fn(p, m, v, g, b, e, k, p_bf16);
-      bad += count_nonfinite(p + b, e - b);  // the tile just written: read from cache
-    }
+    for (int64_t t = t0; t < t1; ++t) bad += tile(t * kTile, std::min(n, (t + 1) * kTile));
     if (bad) nonfinite += bad;
   });
   return nonfinite.load();

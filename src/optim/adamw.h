@@ -25,6 +25,14 @@ struct AdamWParams {
 // first and the moments while the GPU runs the backward (docs/decisions.md).
 enum class AdamWWrite : uint8_t { kAll, kWeights, kMoments };
 
+// Bytes a step moves through memory per parameter: it reads what it needs of p, m, v and the
+// gradient (grad_bytes each) and writes what `what` stores — 24 + g for kAll, 16 + g for either
+// half (the master alone: p, m, v, g read, p written; the moments alone: m, v, g read, m, v
+// written).
+constexpr double adamw_bytes_per_param(AdamWWrite what, double grad_bytes) {
+  return (what == AdamWWrite::kAll ? 24.0 : 16.0) + grad_bytes;
+}
+
 // One torch.optim.AdamW step over a contiguous range of n params. p, m, v: fp32; g: F32 or BF16,
 // multiplied by grad_scale (the clip factor) first. `step` is 1-based (the value torch's state
 // "step" has after its increment). If p_bf16 is non-null, the updated p is also written there
