@@ -76,7 +76,9 @@ int main(int argc, char** argv) {
         "in pieces of %lld  %.3f s  %.2f G params/s  %.1f GB/s\n",
         fused ? "sum in the step" : "sum then step", std::string(sf::optim_isa_name(isa)).c_str(),
         bf16 ? "bf16" : "fp32", threads, spinners, (long long)n, (long long)piece, s,
-        double(n) / s / 1e9, (sf::adamw_bytes_per_param(sf::AdamWWrite::kAll, gb) + (fused ? 0 : gb)) * double(n) / s / 1e9);
+        double(n) / s / 1e9,
+        (sf::adamw_bytes_per_param(sf::AdamWWrite::kAll, gb) + (fused ? 0 : gb)) * double(n) / s /
+            1e9);
   }
   for (const auto& mode : modes) {
     std::vector<double> t;

@@ -268,10 +268,9 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
   for (size_t u = 0; u < s.numel.size(); ++u) {
     if (plan.on_device[u]) continue;
     const double n = double(s.numel[u]);
-    p.host_bytes += n * (plan.moments_later[u]
-                             ? adamw_bytes_per_param(AdamWWrite::kWeights, gb) +
-                                   adamw_bytes_per_param(AdamWWrite::kMoments, gb)
-                             : adamw_bytes_per_param(AdamWWrite::kAll, gb));
+    p.host_bytes += n * (plan.moments_later[u] ? adamw_bytes_per_param(AdamWWrite::kWeights, gb) +
+                                                     adamw_bytes_per_param(AdamWWrite::kMoments, gb)
+                                               : adamw_bytes_per_param(AdamWWrite::kAll, gb));
     if (clipping || plan.held[u]) p.host_bytes += n * gb;
   }
   p.host_bytes += p.h2d_bytes + p.d2h_bytes;
