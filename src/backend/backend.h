@@ -123,8 +123,8 @@ class Backend {
   // non-finite (NaN or ±inf), adamw_step's count: the caller reads it back to stop a diverged run.
   virtual void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor weights, const AdamWParams& hp,
                      int64_t step, float grad_scale, int64_t* nonfinite, Stream& s) = 0;
-  // out[0] = Σ x² over an F32 tensor, in double, deterministic (fixed blocks reduced in a fixed
-  // order); `partials` holds kSumSquaresPartials doubles of scratch. Both in device memory.
+  // out[0] = Σ x² over an F32 or BF16 tensor, in double, deterministic (fixed blocks reduced in a
+  // fixed order); `partials` holds kSumSquaresPartials doubles of scratch. Both in device memory.
   static constexpr int kSumSquaresPartials = 1024;
   virtual void sum_squares(double* out, double* partials, Tensor x, Stream& s) = 0;
 

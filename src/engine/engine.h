@@ -306,7 +306,7 @@ class Engine {
   // Per unit: its last update on the device (a GPU-resident unit's load casts after it), and for
   // a GPU-resident layer its Σ g² (read back after it).
   std::vector<std::unique_ptr<Event>> device_updated_, device_reduced_;
-  double* host_sumsq_ = nullptr;       // per unit: the GPU-resident units' Σ g², read back
+  double* host_sumsq_ = nullptr;       // per unit: its Σ g² formed on the device, read back
   int64_t* host_nonfinite_ = nullptr;  // per unit: a device update's non-finite count, read back
   bool outer_shared_ = false;          // the embedding's and head's gradients share one buffer
   float lr_ = 0;                       // of the open step

@@ -70,6 +70,15 @@ void UpdateWorker::grad_ready(int unit) {
   cv_.notify_all();
 }
 
+void UpdateWorker::grad_ready(int unit, double sumsq) {
+  const UnitState& h = *units_[size_t(unit)];
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    arrived_.push_back(Piece{unit, 0, h.layout.numel, h.grad, nullptr, sumsq, true});
+  }
+  cv_.notify_all();
+}
+
 void UpdateWorker::piece_ready(int unit, int64_t offset, int64_t count, const void* grad,
                                std::function<void()> release) {
   {
@@ -82,7 +91,8 @@ void UpdateWorker::piece_ready(int unit, int64_t offset, int64_t count, const vo
 void UpdateWorker::device_reduced(int unit, double sumsq) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    arrived_.push_back(Piece{unit, 0, units_[size_t(unit)]->layout.numel, nullptr, nullptr, sumsq});
+    arrived_.push_back(
+        Piece{unit, 0, units_[size_t(unit)]->layout.numel, nullptr, nullptr, sumsq, true});
   }
   cv_.notify_all();
 }
@@ -249,7 +259,7 @@ void UpdateWorker::consume(Piece& p) {
     lr = lr_;
   }
   double ss = 0;
-  if (device) {
+  if (p.summed) {  // a GPU-resident unit's, or a clipped unit's formed before its D2H
     ss = p.sumsq;
   } else if (held) {
     const size_t dsz = dtype_size(grad_dtype_);

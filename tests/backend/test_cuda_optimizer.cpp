@@ -3,8 +3,9 @@
 // that take the vector and the scalar paths, steps with and without bias correction's early
 // values, weight decay, a clip factor and both lerp branches; its count of the weights it leaves
 // non-finite equals the CPU's, exactly, on data planted with overflows, NaN and inf, over one
-// block, many, and more elements than the grid covers in one pass; sum_squares equals the CPU's
-// double sum to rounding (its order differs). Skips when no CUDA device is visible.
+// block, many, and more elements than the grid covers in one pass; sum_squares, of F32 or BF16,
+// equals the CPU's double sum to rounding (its order differs). Skips when no CUDA device is
+// visible.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -180,18 +181,23 @@ TEST(CudaOptimizer, SumSquaresMatchesTheCpuAndRepeatsExactly) {
   Buffer scratch = be.alloc(MemoryKind::kDevice,
                             (1 + Backend::kSumSquaresPartials) * sizeof(double), "sum_squares");
   double* out = static_cast<double*>(scratch.data());
-  for (int64_t n : {int64_t(1), int64_t(1000), int64_t(3) << 20}) {
-    const std::vector<float> x = random(size_t(n), 0.3f, 9);
-    auto dx = test::upload(be, *s, x, DType::kF32, {n});
-    const double ref = sum_squares(x.data(), DType::kF32, n);
-    double got[2];
-    for (double& r : got) {
-      be.sum_squares(out, out + 1, dx.t, *s);
-      be.copy(&r, out, sizeof(double), *s);
-      be.synchronize(*s);
+  for (DType dt : {DType::kF32, DType::kBF16}) {  // BF16: a clipped host unit's gradient
+    for (int64_t n : {int64_t(1), int64_t(1000), int64_t(3) << 20}) {
+      std::vector<float> x = random(size_t(n), 0.3f, 9);
+      if (dt == DType::kBF16)
+        for (float& e : x) e = bf16_to_f32(f32_to_bf16(e));
+      auto dx = test::upload(be, *s, x, dt, {n});
+      const double ref = sum_squares(x.data(), DType::kF32, n);
+      double got[2];
+      for (double& r : got) {
+        be.sum_squares(out, out + 1, dx.t, *s);
+        be.copy(&r, out, sizeof(double), *s);
+        be.synchronize(*s);
+      }
+      EXPECT_NEAR(got[0], ref, 1e-12 * ref) << dtype_name(dt) << " n " << n;
+      EXPECT_EQ(std::memcmp(&got[0], &got[1], sizeof(double)), 0)
+          << "not deterministic, " << dtype_name(dt) << " n " << n;
     }
-    EXPECT_NEAR(got[0], ref, 1e-12 * ref) << "n " << n;
-    EXPECT_EQ(std::memcmp(&got[0], &got[1], sizeof(double)), 0) << "not deterministic, n " << n;
   }
 }
 

@@ -3,7 +3,7 @@
 // names the step, the unit and what to do; finite updates go on. A ring piece's share of the norm
 // comes from its update's pass, the same bits as sum_squares. With clipping, a moments_later
 // unit's master is ready for the next forward before its m and v, which wait_moments and wait_all
-// wait for.
+// wait for. A clipped unit's Σ g² formed on the device is taken as given.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,6 +151,30 @@ TEST(UpdateWorker, TheMomentsOfAUnitSplitComeAfterItsMasterAndBeforeWaitMomentsR
     EXPECT_NEAR(w.wait_grad_norm(), std::sqrt(sumsq), 1e-9 * std::sqrt(sumsq));
     w.wait_moments(1, step);  // not split: at once
   }
+}
+
+// A clipped unit whose Σ g² was formed on the device before its D2H (grad_ready with the sum):
+// the worker takes that sum for the norm, as given, instead of reading the gradient again — a
+// sum unlike the gradient's own shows in the norm and in the clip factor the weights get.
+TEST(UpdateWorker, AClippedUnitsSumFormedOnTheDeviceIsTakenAsGiven) {
+  const int64_t n = 100;  // g = -1: its own Σ g² is 100
+  const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  Unit a(n, true), b(n, true), ref_a(n, true), ref_b(n, true);
+  std::vector<UnitState*> units{&a.state, &b.state};
+  UpdateWorker w(units, DType::kF32, hp, 1.0f, 32);
+  w.begin_step(1, hp.lr);
+  w.grad_ready(0, 300.0);  // as if formed elsewhere: not the gradient's 100
+  w.grad_ready(1);         // summed on the host: 100
+  w.wait_all();
+  EXPECT_EQ(w.wait_grad_norm(), 20.0);  // √(300 + 100)
+  const float clip = clip_factor(20.0, 1.0f);
+  for (Unit* r : {&ref_a, &ref_b})
+    adamw_step_reference(r->p.data(), r->m.data(), r->v.data(), r->g.data(), DType::kF32, n, 1, hp,
+                         clip);
+  EXPECT_EQ(a.p, ref_a.p);
+  EXPECT_EQ(a.m, ref_a.m);
+  EXPECT_EQ(b.p, ref_b.p);
+  EXPECT_EQ(b.v, ref_b.v);
 }
 
 }  // namespace

@@ -194,8 +194,9 @@ class CpuBackend final : public Backend {
     });
   }
   void sum_squares(double* out, double* partials, Tensor x, Stream& s) override {
-    SF_CHECK(x.dtype == DType::kF32, "sum_squares: x must be F32, not ", dtype_name(x.dtype));
-    enqueue(s, [=] { *out = sf::sum_squares(x.data, DType::kF32, x.numel()); });
+    SF_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16,
+             "sum_squares: x must be F32 or BF16, not ", dtype_name(x.dtype));
+    enqueue(s, [=] { *out = sf::sum_squares(x.data, x.dtype, x.numel()); });
   }
   void linear_forward(Tensor y, Tensor x, Tensor w, Tensor b, Stream& s) override {
     enqueue(s, [=] { cpu::linear_forward(y, x, w, b); });

@@ -1,4 +1,5 @@
-// defines: sf::cuda::adamw, sf::cuda::sum_squares — the optimizer of the plan's GPU-resident share.
+// defines: sf::cuda::adamw, sf::cuda::sum_squares — the optimizer of the plan's GPU-resident share
+// (sum_squares also forms a clipped host unit's Σ g² from its bf16 gradient before the D2H).
 //
 // adamw runs adamw_step_reference's arithmetic element by element (optim/adamw.h): the same
 // scalars (formed on the host by adamw_consts), the same IEEE operations in the same order, each
@@ -98,12 +99,13 @@ __device__ double block_sum(double x) {
   return s[0];
 }
 
-__global__ void sum_squares_kernel(double* __restrict__ partials, const float* __restrict__ x,
+template <typename T>
+__global__ void sum_squares_kernel(double* __restrict__ partials, const T* __restrict__ x,
                                    int64_t n) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   double acc = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const double e = double(x[i]);
+    const double e = double(float(x[i]));
     acc += e * e;
   }
   const double b = block_sum(acc);
@@ -153,8 +155,13 @@ void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWConsts& 
 }
 
 void sum_squares(double* out, double* partials, int partial_count, Tensor x, cudaStream_t stream) {
-  check_dtype("sum_squares", "x", x, DType::kF32);
-  sum_squares_kernel<<<partial_count, kThreads, 0, stream>>>(partials, x.f32(), x.numel());
+  SF_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16,
+           "sum_squares: x must be F32 or BF16, not ", dtype_name(x.dtype));
+  if (x.dtype == DType::kF32)
+    sum_squares_kernel<<<partial_count, kThreads, 0, stream>>>(partials, x.f32(), x.numel());
+  else
+    sum_squares_kernel<<<partial_count, kThreads, 0, stream>>>(
+        partials, static_cast<const bf16*>(x.data), x.numel());
   SF_LAUNCH_CHECK("sum_squares of ", x.numel(), " elements");
   sum_partials_kernel<<<1, kThreads, 0, stream>>>(out, partials, partial_count);
   SF_LAUNCH_CHECK("sum_squares (partials)");
