@@ -255,8 +255,8 @@ void Engine::send_gradient(int unit, const void* src, Event& ready, Event& sourc
       const int64_t last = want_version_;
       be_.host_callback(*grad_d2h_, [w, unit, last] { w->wait_moments(unit, last); });
     }
-    // Clipping: its Σ g², formed here from the gradient about to be copied, comes back with it,
-    // so the host does not read the gradient once more for the norm.
+    // Its Σ g², formed here from the gradient about to be copied, comes back with it, so the host
+    // does not read the gradient once more for the norm.
     double* ss = parts_.sent_sumsq ? parts_.sent_sumsq + unit : nullptr;
     if (ss)
       be_.sum_squares(ss, parts_.sent_sumsq + units(), Tensor(const_cast<void*>(src), dt_, {n}),

@@ -162,9 +162,8 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
         b.take_bytes((units.size() + Backend::kSumSquaresPartials) * sizeof(double)));
     p.nonfinite = static_cast<int64_t*>(b.take_bytes(units.size() * sizeof(int64_t)));
   }
-  if (d.clipping)
-    p.sent_sumsq = static_cast<double*>(
-        b.take_bytes((units.size() + Backend::kSumSquaresPartials) * sizeof(double)));
+  p.sent_sumsq = static_cast<double*>(
+      b.take_bytes((units.size() + Backend::kSumSquaresPartials) * sizeof(double)));
   section(&n.batch);
   // The backward brings the layer inputs back into the forward's two buffers: by then the head has
   // read x_L and x_{L-1} is read by the last layer's backward before a restore overwrites it.

@@ -220,9 +220,9 @@ struct DeviceParts {
   std::vector<void*> unit_state;
   double* sumsq = nullptr;
   int64_t* nonfinite = nullptr;
-  // With clipping, the Σ g² of each host unit's gradient, formed on the gradient stream before
-  // its D2H (one double per unit, then the partials: apart from `sumsq`, which the compute
-  // stream uses meanwhile); null without clipping.
+  // The Σ g² of each held unit's gradient, formed on the gradient stream before its D2H (one
+  // double per unit, then the partials: apart from `sumsq`, which the compute stream uses
+  // meanwhile).
   double* sent_sumsq = nullptr;
 };
 struct PlanDims {

@@ -260,8 +260,8 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
   p.h2d_bytes += std::max(0, L - 1) * act;  // restores
   p.d2h_bytes += L * act;                   // checkpoint offloads
   // The host's memory: the AdamW reads p, m, v and the gradient and writes p, m, v (a
-  // moments_later unit's two passes read m, v and the gradient twice); a gradient summed on
-  // arrival (held, or clipped) is read once more; the DMA reads and writes it both ways. Its
+  // moments_later unit's two passes read m, v and the gradient twice; a held gradient's Σ g² is
+  // formed on the GPU before its D2H); the DMA reads and writes it both ways. Its
   // ceiling: the most the probe saw the host carry, the AdamW beside the copies (both counted) or
   // a pass alone. Only where the probe measured the copies beside the AdamW (cache version 4).
   const double gb = double(plan.dtype_bytes);
@@ -271,7 +271,6 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
     p.host_bytes += n * (plan.moments_later[u] ? adamw_bytes_per_param(AdamWWrite::kWeights, gb) +
                                                      adamw_bytes_per_param(AdamWWrite::kMoments, gb)
                                                : adamw_bytes_per_param(AdamWWrite::kAll, gb));
-    if (clipping || plan.held[u]) p.host_bytes += n * gb;
   }
   p.host_bytes += p.h2d_bytes + p.d2h_bytes;
   if (m.copy_beside_adam_gbps > 0) {
