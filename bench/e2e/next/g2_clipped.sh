@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Call G2 (the machine of G1, still warm: /tmp/sf_e2e holds the checkpoint and the constants):
+# Call G2 (the machine of J1, still warm: /tmp/sf_e2e holds the checkpoint and the constants):
 # exact clipping at 1.0, 24 GiB: the five with the plan's choice of m and v written later
 # (moments_later), then 1024x16, 1024x32 and 2048x32 with none (--moments-later 0), same call.
-# The unclipped figures to divide by are G1's (same machine).
+# The unclipped figures to divide by are J1's (same machine).
 set -uo pipefail
 R=$OUT/g2; mkdir -p $R
 B=.dev/e2e

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call G3 (the machine of G1/G2, still warm): the five at --gpu-memory 12GiB, and 8192x8 at 24 GiB
+# Call G3 (the machine of J1/G2, still warm): the five at --gpu-memory 12GiB, and 8192x8 at 24 GiB
 # and 12 GiB (the "fixed for any batch").
 set -uo pipefail
 R=$OUT/g3; mkdir -p $R
