@@ -35,15 +35,15 @@ double since(Clock::time_point t0) {
 }
 
 constexpr int64_t kTile = int64_t(16) << 20;  // elements: the engine's 64 MiB fp32 upload tile
-constexpr int kRing = 4;                       // the host arm's pinned bf16 tiles
+constexpr int kRing = 4;                      // the host arm's pinned bf16 tiles
 
 struct Rig {
   Backend& be;
   int64_t n;
-  const float* master;  // pinned, n
-  void* dev_bf16;       // n bf16
-  void* dev_f32;        // one fp32 tile
-  uint16_t* ring;       // pinned, kRing bf16 tiles
+  const float* master;                       // pinned, n
+  void* dev_bf16;                            // n bf16
+  void* dev_f32;                             // one fp32 tile
+  uint16_t* ring;                            // pinned, kRing bf16 tiles
   std::vector<std::unique_ptr<Event>> done;  // a ring tile's DMA has read it
   Stream& h2d;
   ThreadPool& convert_pool;
@@ -173,8 +173,15 @@ void run(int64_t n, int convert_threads, int adam_threads) {
          dev_f32 = be->alloc(MemoryKind::kDevice, size_t(kTile) * 4, "bench fp32 tile");
   auto h2d = be->create_stream("bench H2D");
   ThreadPool convert_pool(convert_threads), adam_pool(adam_threads);
-  Rig r{*be, n, master, dev_bf16.data(), dev_f32.data(),
-        static_cast<uint16_t*>(pinned[2].data()), {}, *h2d, convert_pool};
+  Rig r{*be,
+        n,
+        master,
+        dev_bf16.data(),
+        dev_f32.data(),
+        static_cast<uint16_t*>(pinned[2].data()),
+        {},
+        *h2d,
+        convert_pool};
   for (int i = 0; i < kRing; ++i) r.done.push_back(be->create_event());
   Adam adam{adam_pool, p, m, v, g, na};
 
@@ -185,9 +192,10 @@ void run(int64_t n, int convert_threads, int adam_threads) {
 
   const double gp = double(n) * 1e-9, ga = double(na) * 1e-9;
   const double adam_bytes = adamw_bytes_per_param(AdamWWrite::kAll, 2);
-  std::printf("upload of %.0f M params fp32 -> bf16 on the GPU; AdamW beside: %.0f M params, "
-              "%d threads; host conversion on %d threads\n",
-              double(n) * 1e-6, double(na) * 1e-6, adam_threads, convert_threads);
+  std::printf(
+      "upload of %.0f M params fp32 -> bf16 on the GPU; AdamW beside: %.0f M params, "
+      "%d threads; host conversion on %d threads\n",
+      double(n) * 1e-6, double(na) * 1e-6, adam_threads, convert_threads);
   const double a0 = time_alone([&] { adam.run(); });
   std::printf("AdamW alone: %.3f s, %.2f G params/s (%.0f GB/s of host memory)\n", a0, ga / a0,
               ga * adam_bytes / a0);
@@ -199,16 +207,18 @@ void run(int64_t n, int convert_threads, int adam_threads) {
               {"bf16 converted on the host", &upload_host, 8, 2}};
   for (const auto& arm : arms) {
     const double t = time_alone([&] { arm.fn(r); });
-    std::printf("%-27s alone:        upload %.3f s, %.2f G params/s, PCIe %.1f GB/s, host %.0f GB/s\n",
-                arm.name, t, gp / t, gp * arm.pcie_bytes / t, gp * arm.host_bytes / t);
+    std::printf(
+        "%-27s alone:        upload %.3f s, %.2f G params/s, PCIe %.1f GB/s, host %.0f GB/s\n",
+        arm.name, t, gp / t, gp * arm.pcie_bytes / t, gp * arm.host_bytes / t);
   }
   for (const auto& arm : arms) {
     const auto [tu, ta] = time_beside([&] { arm.fn(r); }, adam);
     const double both = std::max(tu, ta);
-    std::printf("%-27s beside AdamW: upload %.3f s (%.2f G params/s, PCIe %.1f GB/s), AdamW %.3f s "
-                "(%.2f G params/s); both done %.3f s, host %.0f GB/s over it\n",
-                arm.name, tu, gp / tu, gp * arm.pcie_bytes / tu, ta, ga / ta, both,
-                (gp * arm.host_bytes + ga * adam_bytes) / both);
+    std::printf(
+        "%-27s beside AdamW: upload %.3f s (%.2f G params/s, PCIe %.1f GB/s), AdamW %.3f s "
+        "(%.2f G params/s); both done %.3f s, host %.0f GB/s over it\n",
+        arm.name, tu, gp / tu, gp * arm.pcie_bytes / tu, ta, ga / ta, both,
+        (gp * arm.host_bytes + ga * adam_bytes) / both);
   }
 }
 
@@ -221,8 +231,9 @@ int main(int argc, char** argv) {
   const int adam_threads =
       argc > 3 ? std::atoi(argv[3]) : int(std::max(1u, std::thread::hardware_concurrency()));
   if (n < 1 || convert_threads < 1 || adam_threads < 1) {
-    std::fprintf(stderr, "usage: bench_upload [N_MILLION ≥ 1e-6] [CONVERT_THREADS ≥ 1] "
-                         "[ADAM_THREADS ≥ 1]\n");
+    std::fprintf(stderr,
+                 "usage: bench_upload [N_MILLION ≥ 1e-6] [CONVERT_THREADS ≥ 1] "
+                 "[ADAM_THREADS ≥ 1]\n");
     return 2;
   }
   try {

@@ -1,5 +1,5 @@
 // defines: sf::cuda::adamw, sf::cuda::sum_squares — the optimizer of the plan's GPU-resident share
-// (sum_squares also forms a clipped host unit's Σ g² from its bf16 gradient before the D2H).
+// (sum_squares also forms a held host unit's Σ g² from its bf16 gradient before the D2H).
 //
 // adamw runs adamw_step_reference's arithmetic element by element (optim/adamw.h): the same
 // scalars (formed on the host by adamw_consts), the same IEEE operations in the same order, each
