@@ -1,5 +1,7 @@
 // Tests: f32_to_bf16_n gives f32_to_bf16's bits on every instruction-set path, for every value
 // class (ties to even both ways, denormals, infinities, NaNs with payloads) and every tail length.
+#include "optim/convert.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,7 +11,6 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "optim/convert.h"
 
 namespace sf {
 namespace {
@@ -21,7 +22,10 @@ float from_bits(uint32_t u) {
 }
 
 TEST(ConvertF32ToBf16, EveryPathIsTheScalarRounding) {
-  std::vector<float> x = {0.0f, -0.0f, 1.0f, -1.0f,
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
                           std::numeric_limits<float>::infinity(),
                           -std::numeric_limits<float>::infinity(),
                           std::numeric_limits<float>::denorm_min(),
