@@ -1,6 +1,6 @@
 // replay_predict MODEL_DIR TOKENS WINDOW DEVICE_LAYERS HELD CLIP H2D D2H ADAM ADAM_COPY FWD BWD
 // TFLOPS
-//                [ADAM_MASTER ADAM_MOMENTS]
+//                [ADAM_MASTER ADAM_MOMENTS [COPY_BESIDE SPLIT]]
 // The step time the current predictor (engine/predict.h) gives for a run logged earlier, from the
 // plan's shape and the machine constants that run measured (its `plan` log): no GPU needed.
 // DEVICE_LAYERS: -1 no GPU-resident share, -2 the embedding and the head, k >= 0: those and
@@ -8,8 +8,10 @@
 // H2D, D2H in GB/s; ADAM, ADAM_COPY in G params/s; FWD, BWD in µs per token of one layer;
 // TFLOPS: the layer's rate (the fused head's); ADAM_MASTER, ADAM_MOMENTS (G params/s): the
 // clipped update's two passes alone — given, with CLIP 1 the m and v written later are weighed
-// (weigh_moments_later) and the plan it chooses predicted. Prints the predicted step and its
-// breakdown.
+// (weigh_moments_later) and the plan it chooses predicted; COPY_BESIDE (GB/s): what the probe's
+// copies moved beside the AdamW (the host's ceiling; 0: unknown); SPLIT: the run's own count of
+// host units with m and v written later, from the bottom up (-1: weigh them as above). Prints the
+// predicted step and its breakdown.
 // bench/e2e/replay_predictions.py drives it over the logs under bench/e2e.
 #include <cstdio>
 #include <cstdlib>
@@ -25,10 +27,10 @@
 
 int main(int argc, char** argv) {
   using namespace sf;
-  if (argc != 14 && argc != 16) {
+  if (argc != 14 && argc != 16 && argc != 18) {
     std::fprintf(stderr,
                  "usage: replay_predict MODEL_DIR TOKENS WINDOW DEVICE_LAYERS HELD CLIP H2D D2H "
-                 "ADAM ADAM_COPY FWD BWD TFLOPS [ADAM_MASTER ADAM_MOMENTS]\n");
+                 "ADAM ADAM_COPY FWD BWD TFLOPS [ADAM_MASTER ADAM_MOMENTS [COPY_BESIDE SPLIT]]\n");
     return 2;
   }
   try {
@@ -59,12 +61,18 @@ int main(int argc, char** argv) {
     m.layer_forward_s = std::atof(argv[11]) * 1e-6;
     m.layer_backward_s = std::atof(argv[12]) * 1e-6;
     m.layer_tflops = std::atof(argv[13]);
-    if (argc == 16) {
+    if (argc >= 16) {
       m.adam_master_params_per_s = std::atof(argv[14]) * 1e9;
       m.adam_moments_params_per_s = std::atof(argv[15]) * 1e9;
-      std::string note;
-      plan = weigh_moments_later(r, plan, m, &note);
-      if (!note.empty()) std::printf("%s\n", note.c_str());
+      const int split = argc == 18 ? std::atoi(argv[17]) : -1;
+      if (argc == 18) m.copy_beside_adam_gbps = std::atof(argv[16]);
+      if (split >= 0) {
+        plan.set_moments_later(unit_layouts(spec), split, r.clipping);
+      } else {
+        std::string note;
+        plan = weigh_moments_later(r, plan, m, &note);
+        if (!note.empty()) std::printf("%s\n", note.c_str());
+      }
     }
     const StepPrediction p = predict_step(plan, spec, m, tokens, r.clipping);
     std::printf("held %s\n%s\n", plan.held_names().c_str(), p.describe(tokens).c_str());

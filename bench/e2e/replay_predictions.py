@@ -56,6 +56,17 @@ def replay(binary, model_dir, layers, plan_text, clip):
         held = layers_named(hm.group(1))[0] + ("head" in hm.group(1))
     args = [binary, model_dir] + [str(x) for x in (T, window, dev, held, int(clip), h2d, d2h, fast,
                                                    slow, f, b, tflops)]
+    # The clipped update's passes (cache version 3 on), what the probe's copies moved beside the
+    # AdamW (version 4 on: the host's ceiling) and the run's own split, from the bottom up.
+    passes = re.search(r"the clipped update's passes alone: the master ([0-9.]+), m and v "
+                       r"([0-9.]+) G params/s", plan_text)
+    if passes:
+        beside = re.search(r"they then at ([0-9.]+) GB/s both ways", plan_text)
+        later = re.search(r"the Adam m and v of (.*?) \(\d+ parameters\) written after", plan_text)
+        split = 0
+        if later:
+            split = layers_named(later.group(1))[0] + ("head" in later.group(1))
+        args += [passes.group(1), passes.group(2), beside.group(1) if beside else "0", str(split)]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     return T, dev, held, float(re.search(r"predicted step ([0-9.]+) s", out).group(1))
 

@@ -15,6 +15,18 @@ namespace {
 
 // One step of the schedule on absolute time; `ready[u]` is when unit u's update of the previous
 // step is done (its upload waits for it), and is overwritten with this step's.
+// Bytes a second the host's memory carries at most: the most the probe saw it carry, the AdamW
+// beside the copies (both counted) or a pass alone. 0 where the probe did not measure the copies
+// beside the AdamW (an older cache, a replay without it).
+double host_ceiling(const MachineConstants& m, double grad_bytes) {
+  if (m.copy_beside_adam_gbps <= 0) return 0;
+  const double all = adamw_bytes_per_param(AdamWWrite::kAll, grad_bytes);
+  return std::max(
+      {m.adam_copy_params_per_s * all + m.copy_beside_adam_gbps * 1e9, m.adam_params_per_s * all,
+       m.adam_master_params_per_s * adamw_bytes_per_param(AdamWWrite::kWeights, grad_bytes),
+       m.adam_moments_params_per_s * adamw_bytes_per_param(AdamWWrite::kMoments, grad_bytes)});
+}
+
 struct Sim {
   const EnginePlan& plan;
   const ModelSpec& spec;
@@ -192,13 +204,22 @@ struct Sim {
     } else {
       norm = std::max(norm, gpu_end);
       cpu = std::max(cpu, norm);
-      // After the GPU's end (serve: the rate alone); a moments_later unit's master pass at its
-      // own rate, as that many whole updates' worth.
-      const double master_part =
-          m.adam_master_params_per_s > 0 ? m.adam_params_per_s / m.adam_master_params_per_s : 1;
+      // After the GPU's end, through the next forward: each unit's pass (a moments_later unit's
+      // master pass) at its rate alone, or slower where the host's memory binds: the next
+      // forward uploads each updated master (4 B/param) as the pass goes, so the pass and its
+      // upload share the host's ceiling (where the probe measured it).
+      const double gb = double(plan.dtype_bytes), ceiling = host_ceiling(m, gb);
+      auto pass_rate = [&](AdamWWrite what, double alone) {
+        return ceiling > 0 ? std::min(alone, ceiling / (adamw_bytes_per_param(what, gb) + 4.0))
+                           : alone;
+      };
+      const double whole_rate = pass_rate(AdamWWrite::kAll, m.adam_params_per_s);
+      const double master_rate = m.adam_master_params_per_s > 0
+                                     ? pass_rate(AdamWWrite::kWeights, m.adam_master_params_per_s)
+                                     : whole_rate;
       for (size_t u = 0; u < numel.size(); ++u) {
         if (plan.on_device[u]) continue;
-        cpu = serve(cpu, double(numel[u]) * (plan.moments_later[u] ? master_part : 1.0));
+        cpu += double(numel[u]) / (plan.moments_later[u] ? master_rate : whole_rate);
         ready[u] = cpu;
       }
       // Then the moments, from the top unit down, beside the next step's copies.
@@ -273,12 +294,7 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
                                                : adamw_bytes_per_param(AdamWWrite::kAll, gb));
   }
   p.host_bytes += p.h2d_bytes + p.d2h_bytes;
-  if (m.copy_beside_adam_gbps > 0) {
-    const double all = adamw_bytes_per_param(AdamWWrite::kAll, gb);
-    const double ceiling = std::max(
-        {m.adam_copy_params_per_s * all + m.copy_beside_adam_gbps * 1e9, m.adam_params_per_s * all,
-         m.adam_master_params_per_s * adamw_bytes_per_param(AdamWWrite::kWeights, gb),
-         m.adam_moments_params_per_s * adamw_bytes_per_param(AdamWWrite::kMoments, gb)});
+  if (const double ceiling = host_ceiling(m, gb); ceiling > 0) {
     p.host_s = p.host_bytes / ceiling;
     p.step_s = std::max(p.step_s, p.host_s);
   }

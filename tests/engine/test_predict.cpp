@@ -300,13 +300,22 @@ TEST(PredictStep, TheHostsMemoryIsAFloorWhereItsBytesBind) {
   const int64_t taken_high = weigh_moments_later(r, plan, m, &note).moments_later_params;
   EXPECT_GT(taken_high, 0) << note;
   // a host that carries no more than the AdamW alone (the copies beside it nearly stopped): the
-  // host's bytes are the step, and the split's extra bytes make it longer
+  // host's bytes are the split's step
   m.copy_beside_adam_gbps = 1;
   const StepPrediction low = predict_step(split, spec, m, T, true);
   const double ceiling = m.adam_params_per_s * 26;
   EXPECT_NEAR(low.step_s, low.host_bytes / ceiling, 1e-9 * low.step_s) << low.describe(T);
   EXPECT_EQ(low.bound, "the host's memory") << low.describe(T);
-  EXPECT_GT(low.step_s, predict_step(plan, spec, m, T, true).step_s) << low.describe(T);
+  // Without the split the post-norm updates pace the next forward, each beside its master's fp32
+  // upload: they share the ceiling at 26 + 4 B/param, and the step grows by the 4 B's share of
+  // those updates against a ceiling that leaves them their rate alone.
+  MachineConstants high = m;
+  high.copy_beside_adam_gbps = 1000;
+  const double host_params = double(plan.params - plan.device_params);
+  const StepPrediction none_low = predict_step(plan, spec, m, T, true);
+  EXPECT_NEAR(none_low.step_s - predict_step(plan, spec, high, T, true).step_s,
+              host_params / m.adam_params_per_s * 4 / 26, 0.02 * none_low.step_s)
+      << none_low.describe(T);
   // fewer units split: only as many as the host's bytes leave room for
   EXPECT_LT(weigh_moments_later(r, plan, m, &note).moments_later_params, taken_high) << note;
 }
