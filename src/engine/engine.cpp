@@ -257,21 +257,15 @@ void Engine::send_gradient(int unit, const void* src, Event& ready, Event& sourc
     }
     // Its Σ g², formed here from the gradient about to be copied, comes back with it, so the host
     // does not read the gradient once more for the norm.
-    double* ss = parts_.sent_sumsq ? parts_.sent_sumsq + unit : nullptr;
-    if (ss)
-      be_.sum_squares(ss, parts_.sent_sumsq + units(), Tensor(const_cast<void*>(src), dt_, {n}),
-                      *grad_d2h_);
+    double* ss = parts_.sent_sumsq + unit;
+    be_.sum_squares(ss, parts_.sent_sumsq + units(), Tensor(const_cast<void*>(src), dt_, {n}),
+                    *grad_d2h_);
     be_.copy(h.grad, src, size_t(n) * dsz, *grad_d2h_);
-    if (ss) be_.copy(host_sumsq_ + unit, ss, sizeof(double), *grad_d2h_);
+    be_.copy(host_sumsq_ + unit, ss, sizeof(double), *grad_d2h_);
     be_.record(source_free, *grad_d2h_);
     tspan(TraceTrack::kGradD2H, name, t, *grad_d2h_, uint64_t(n) * dsz);
-    const double* back = ss ? host_sumsq_ + unit : nullptr;
-    be_.host_callback(*grad_d2h_, [w, unit, back] {
-      if (back)
-        w->grad_ready(unit, *back);
-      else
-        w->grad_ready(unit);
-    });
+    const double* back = host_sumsq_ + unit;
+    be_.host_callback(*grad_d2h_, [w, unit, back] { w->grad_ready(unit, *back); });
     return;
   }
   // Piece by piece through the ring: the D2H of a piece overlaps the update of the last ones.

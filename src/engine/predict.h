@@ -36,7 +36,7 @@ struct StepPrediction {
   // measured and is faster: disk_seconds). The step is at least that: the disk floor.
   double disk_read_bytes = 0, disk_write_bytes = 0, disk_s = 0;
   double host_params = 0;  // updated by the CPU AdamW
-  // Bytes through the host's memory (the AdamW's, the norm's reads on arrival, both DMA
+  // Bytes through the host's memory (the AdamW's, both DMA
   // directions) and their time at the most the machine probe saw the host carry (0 where the
   // probe did not measure the copies beside the AdamW): the step is at least that.
   double host_bytes = 0, host_s = 0;

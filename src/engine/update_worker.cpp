@@ -61,20 +61,11 @@ void UpdateWorker::begin_step(int64_t step, float lr) {
   std::fill(received_.begin(), received_.end(), 0);
 }
 
-void UpdateWorker::grad_ready(int unit) {
-  const UnitState& h = *units_[size_t(unit)];
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    arrived_.push_back(Piece{unit, 0, h.layout.numel, h.grad, nullptr});
-  }
-  cv_.notify_all();
-}
-
 void UpdateWorker::grad_ready(int unit, double sumsq) {
   const UnitState& h = *units_[size_t(unit)];
   {
     std::lock_guard<std::mutex> lk(mu_);
-    arrived_.push_back(Piece{unit, 0, h.layout.numel, h.grad, nullptr, sumsq, true});
+    arrived_.push_back(Piece{unit, 0, h.layout.numel, h.grad, nullptr, sumsq});
   }
   cv_.notify_all();
 }
@@ -91,8 +82,7 @@ void UpdateWorker::piece_ready(int unit, int64_t offset, int64_t count, const vo
 void UpdateWorker::device_reduced(int unit, double sumsq) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    arrived_.push_back(
-        Piece{unit, 0, units_[size_t(unit)]->layout.numel, nullptr, nullptr, sumsq, true});
+    arrived_.push_back(Piece{unit, 0, units_[size_t(unit)]->layout.numel, nullptr, nullptr, sumsq});
   }
   cv_.notify_all();
 }
@@ -247,7 +237,7 @@ void UpdateWorker::consume(Piece& p) {
   const UnitState& h = *units_[size_t(p.unit)];
   const double t0 = trace_ ? Trace::now_us() : 0;
   const bool device = p.grad == nullptr;  // updated on the device, not here
-  // A held unit without clipping: its whole gradient, summed in the ring's pieces and order.
+  // A held unit without clipping: its whole gradient, updated later, in forward order.
   const bool held = !clipping && !device && p.grad == h.grad;
   // A ring piece without clipping: updated now, its Σ g² formed by the same pass.
   const bool ring = !clipping && !device && !held;
@@ -258,20 +248,11 @@ void UpdateWorker::consume(Piece& p) {
     step = step_;
     lr = lr_;
   }
-  double ss = 0;
-  if (p.summed) {  // a GPU-resident unit's, or a clipped unit's formed before its D2H
-    ss = p.sumsq;
-  } else if (held) {
-    const size_t dsz = dtype_size(grad_dtype_);
-    for (int64_t off = 0; off < p.count; off += piece_)
-      ss += sum_squares(static_cast<const char*>(p.grad) + size_t(off) * dsz, grad_dtype_,
-                        std::min(piece_, p.count - off));
-  } else if (ring) {
+  double ss = p.sumsq;  // a whole unit's, formed on the device: GPU-resident or held
+  if (ring) {
     UnitState& u = *units_[size_t(p.unit)];
     if (u.on_nvme && p.offset == 0) nvme_->acquire_state(u, p.unit);
     update_range(p.unit, p.offset, p.count, p.grad, step, lr, 1.0f, "", t0, AdamWWrite::kAll, &ss);
-  } else {
-    ss = sum_squares(p.grad, grad_dtype_, p.count);
   }
   bool unit_done, all_in = false;
   {

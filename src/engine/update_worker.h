@@ -47,10 +47,9 @@ class UpdateWorker {
   int pin(const std::vector<int>& cpus);
   // Opens optimizer step `step` (1-based) with learning rate `lr`; every unit must then report.
   void begin_step(int64_t step, float lr);
-  // Unit u's gradient for the open step is complete in its host grad buffer (UnitState::grad).
-  // Never blocks. The second form carries its Σ g², formed on the device before the D2H (the
-  // clipped step's units): the worker takes it instead of reading the gradient once more.
-  void grad_ready(int unit);
+  // Unit u's gradient for the open step is complete in its host grad buffer (UnitState::grad),
+  // with its Σ g², formed on the device before the D2H: the worker takes it as given instead of
+  // reading the gradient once more. Never blocks.
   void grad_ready(int unit, double sumsq);
   // Elements [offset, offset + count) of unit u's gradient are at `grad` (compute dtype);
   // `release` is called once they have been used. Without clipping only. Never blocks.
@@ -84,8 +83,7 @@ class UpdateWorker {
     int64_t offset, count;
     const void* grad;  // null: a GPU-resident unit's Σ g² in `sumsq`
     std::function<void()> release;
-    double sumsq = 0;
-    bool summed = false;  // `sumsq` holds the gradient's Σ g² (always where grad is null)
+    double sumsq = 0;  // a whole unit's (held or GPU-resident), formed on the device
   };
   // A held unit's update of step `step`, `done` elements of it so far; or, where `moments`, a
   // moments_later unit's m and v (clip factor `clip`).

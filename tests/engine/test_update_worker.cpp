@@ -35,6 +35,11 @@ struct Unit {
   }
 };
 
+// Σ g² of a unit's whole gradient, as the engine forms it on the device before the D2H.
+double unit_sumsq(const Unit& u) {
+  return sum_squares(u.g.data(), DType::kF32, int64_t(u.g.size()));
+}
+
 std::string error_of(UpdateWorker& w, int unit) {
   try {
     w.wait_updated(unit, 1);
@@ -57,7 +62,7 @@ TEST(UpdateWorker, AnUpdateThatLeavesWeightsNonFiniteStopsTheRun) {
       for (int64_t off = 0; off < n; off += 32)
         w.piece_ready(0, off, std::min<int64_t>(32, n - off), u.g.data() + off, [] {});
     } else {
-      w.grad_ready(0);
+      w.grad_ready(0, unit_sumsq(u));
     }
     const std::string e = error_of(w, 0);
     EXPECT_NE(e.find("step 1: the AdamW update of unit 0 (model.layers.0.mlp.down_proj.weight) "
@@ -70,14 +75,14 @@ TEST(UpdateWorker, AnUpdateThatLeavesWeightsNonFiniteStopsTheRun) {
   std::vector<UnitState*> units{&fine.state};
   UpdateWorker w(units, DType::kF32, hp, 0.0f, 32);
   w.begin_step(1, hp.lr);
-  w.grad_ready(0);
+  w.grad_ready(0, unit_sumsq(fine));
   EXPECT_EQ(error_of(w, 0), "");
   EXPECT_EQ(w.wait_grad_norm(), 10.0);  // √(100 · 1²)
 }
 
 // Without clipping a ring piece's Σ g² comes from its update's own pass: the reported norm is the
-// bits of sum_squares over each piece (pieces in order, then units in order), a held unit's summed
-// on arrival beside it, and the weights are the reference's.
+// bits of sum_squares over each piece (pieces in order, then units in order), a held unit's as
+// given beside it, and the weights are the reference's.
 TEST(UpdateWorker, TheRingsNormComesFromTheUpdateAndIsSumSquaresBits) {
   const int64_t n = 3 * 65536 + 4099, piece = 65536 + 16;  // pieces across sum blocks' bounds
   const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
@@ -96,7 +101,7 @@ TEST(UpdateWorker, TheRingsNormComesFromTheUpdateAndIsSumSquaresBits) {
     held_ss += sum_squares(held.g.data() + off, DType::kF32, k);
     w.piece_ready(0, off, k, ring.g.data() + off, [] {});
   }
-  w.grad_ready(1);
+  w.grad_ready(1, held_ss);
   EXPECT_EQ(w.wait_grad_norm(), std::sqrt(ring_ss + held_ss));
   w.wait_all();
   for (Unit* r : {&ref_ring, &ref_held})
@@ -134,8 +139,8 @@ TEST(UpdateWorker, TheMomentsOfAUnitSplitComeAfterItsMasterAndBeforeWaitMomentsR
       adamw_step_reference(r->p.data(), r->m.data(), r->v.data(), r->g.data(), DType::kF32, n, step,
                            hp, clip);
     w.begin_step(step, hp.lr);
-    w.grad_ready(0);
-    w.grad_ready(1);
+    w.grad_ready(0, unit_sumsq(lower));
+    w.grad_ready(1, unit_sumsq(upper));
     w.wait_updated(0, step);
     w.wait_updated(1, step);
     if (step == 1)
@@ -153,9 +158,9 @@ TEST(UpdateWorker, TheMomentsOfAUnitSplitComeAfterItsMasterAndBeforeWaitMomentsR
   }
 }
 
-// A clipped unit whose Σ g² was formed on the device before its D2H (grad_ready with the sum):
-// the worker takes that sum for the norm, as given, instead of reading the gradient again — a
-// sum unlike the gradient's own shows in the norm and in the clip factor the weights get.
+// A clipped unit's Σ g² is formed on the device before its D2H (grad_ready carries it): the worker
+// takes that sum for the norm, as given, instead of reading the gradient again — a sum unlike the
+// gradient's own shows in the norm and in the clip factor the weights get.
 TEST(UpdateWorker, AClippedUnitsSumFormedOnTheDeviceIsTakenAsGiven) {
   const int64_t n = 100;  // g = -1: its own Σ g² is 100
   const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
@@ -163,8 +168,8 @@ TEST(UpdateWorker, AClippedUnitsSumFormedOnTheDeviceIsTakenAsGiven) {
   std::vector<UnitState*> units{&a.state, &b.state};
   UpdateWorker w(units, DType::kF32, hp, 1.0f, 32);
   w.begin_step(1, hp.lr);
-  w.grad_ready(0, 300.0);  // as if formed elsewhere: not the gradient's 100
-  w.grad_ready(1);         // summed on the host: 100
+  w.grad_ready(0, 300.0);          // as if formed elsewhere: not the gradient's 100
+  w.grad_ready(1, unit_sumsq(b));  // 100
   w.wait_all();
   EXPECT_EQ(w.wait_grad_norm(), 20.0);  // √(300 + 100)
   const float clip = clip_factor(20.0, 1.0f);
