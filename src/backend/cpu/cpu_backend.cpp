@@ -101,12 +101,13 @@ class CpuEvent final : public Event {
     std::lock_guard<std::mutex> lk(mu_);
     return recorded_;
   }
+  // Notifies under the lock: a waiter may own the event (synchronize(Stream)'s is on its stack)
+  // and destroy it as soon as it sees the count; notifying after the unlock could then touch a
+  // destroyed condition variable (seen as a hang in CI).
   void complete(int64_t target) {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (target > completed_) completed_ = target;
-      done_at_ = std::chrono::steady_clock::now();
-    }
+    std::lock_guard<std::mutex> lk(mu_);
+    if (target > completed_) completed_ = target;
+    done_at_ = std::chrono::steady_clock::now();
     cv_.notify_all();
   }
   double done_us() {
