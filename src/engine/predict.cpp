@@ -13,8 +13,6 @@
 namespace sf {
 namespace {
 
-// One step of the schedule on absolute time; `ready[u]` is when unit u's update of the previous
-// step is done (its upload waits for it), and is overwritten with this step's.
 // Bytes a second the host's memory carries at most: the most the probe saw it carry, the AdamW
 // beside the copies (both counted) or a pass alone. 0 where the probe did not measure the copies
 // beside the AdamW (an older cache, a replay without it).
@@ -27,6 +25,8 @@ double host_ceiling(const MachineConstants& m, double grad_bytes) {
        m.adam_moments_params_per_s * adamw_bytes_per_param(AdamWWrite::kMoments, grad_bytes)});
 }
 
+// One step of the schedule on absolute time; `ready[u]` is when unit u's update of the previous
+// step is done (its upload waits for it), and is overwritten with this step's.
 struct Sim {
   const EnginePlan& plan;
   const ModelSpec& spec;
