@@ -257,8 +257,8 @@ void Engine::send_gradient(int unit, const void* src, Event& ready, Event& sourc
     }
     // Its Σ g², formed here from the gradient about to be copied, comes back with it, so the host
     // does not read the gradient once more for the norm.
-    double* ss = parts_.sent_sumsq + unit;
-    be_.sum_squares(ss, parts_.sent_sumsq + units(), Tensor(const_cast<void*>(src), dt_, {n}),
+    double* ss = parts_.sumsq + unit;
+    be_.sum_squares(ss, parts_.gradient_partials, Tensor(const_cast<void*>(src), dt_, {n}),
                     *grad_d2h_);
     be_.copy(h.grad, src, size_t(n) * dsz, *grad_d2h_);
     be_.copy(host_sumsq_ + unit, ss, sizeof(double), *grad_d2h_);

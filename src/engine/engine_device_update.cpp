@@ -12,7 +12,7 @@ namespace sf {
 bool Engine::on_device(const OuterPart& o) const { return host_[size_t(o.unit)]->on_device; }
 
 void Engine::reduce_on_device(int u, Tensor grads, Event& ready) {
-  be_.sum_squares(parts_.sumsq + u, parts_.sumsq + units(), grads, *compute_);
+  be_.sum_squares(parts_.sumsq + u, parts_.compute_partials, grads, *compute_);
   be_.record(ready, *compute_);
   be_.wait(*grad_d2h_, ready);
   be_.copy(host_sumsq_ + u, parts_.sumsq + u, sizeof(double), *grad_d2h_);

@@ -157,13 +157,11 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   p.loss = static_cast<float*>(b.take_bytes(4));
   p.pad_row = static_cast<float*>(b.take_bytes(size_t(C) * 4));
   const std::vector<UnitLayout> units = unit_layouts(spec);
-  if (!d.on_device.empty()) {
-    p.sumsq = static_cast<double*>(
-        b.take_bytes((units.size() + Backend::kSumSquaresPartials) * sizeof(double)));
+  p.sumsq = static_cast<double*>(b.take_bytes(units.size() * sizeof(double)));
+  for (double** partials : {&p.compute_partials, &p.gradient_partials})
+    *partials = static_cast<double*>(b.take_bytes(Backend::kSumSquaresPartials * sizeof(double)));
+  if (!d.on_device.empty())
     p.nonfinite = static_cast<int64_t*>(b.take_bytes(units.size() * sizeof(int64_t)));
-  }
-  p.sent_sumsq = static_cast<double*>(
-      b.take_bytes((units.size() + Backend::kSumSquaresPartials) * sizeof(double)));
   section(&n.batch);
   // The backward brings the layer inputs back into the forward's two buffers: by then the head has
   // read x_L and x_{L-1} is read by the last layer's backward before a restore overwrites it.

@@ -215,15 +215,15 @@ struct DeviceParts {
   void* workspace = nullptr;
   void* head_workspace = nullptr;
   // Per unit: its fp32 master, m, v (UnitState::state_bytes) when on the device, else null; the
-  // sums of squares of the device units' gradients (one double each, then the partials); and
-  // the weights each device update left non-finite (Backend::adamw's count, one int64 each).
+  // sum of squares of its gradient (one double each: a device unit's formed on the compute
+  // stream, a held unit's on the gradient stream before its D2H), with each stream's scratch
+  // (Backend::kSumSquaresPartials doubles); and the weights each device update left non-finite
+  // (Backend::adamw's count, one int64 each; null without device units).
   std::vector<void*> unit_state;
   double* sumsq = nullptr;
+  double* compute_partials = nullptr;
+  double* gradient_partials = nullptr;
   int64_t* nonfinite = nullptr;
-  // The Σ g² of each held unit's gradient, formed on the gradient stream before its D2H (one
-  // double per unit, then the partials: apart from `sumsq`, which the compute stream uses
-  // meanwhile).
-  double* sent_sumsq = nullptr;
 };
 struct PlanDims {
   int window;
