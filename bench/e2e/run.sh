@@ -32,7 +32,9 @@ for cfg in "${configs[@]}"; do
     --cutoff-len "$S" --lr 1e-5 --max-grad-norm "$clip" --gpu-memory "$gpu_mem" --backend cuda
     --no-cache --no-save)
   "$bin/slideformer" plan "${args[@]}" ${EXTRA:-} >"$log/$name.plan.log" 2>&1
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$work/smi.txt" &
+  # memory in use, the SM clock and the power, every 200 ms while it trains (kept beside its log)
+  nvidia-smi --query-gpu=memory.used,clocks.sm,power.draw --format=csv,noheader,nounits -lms 200 \
+    >"$log/$name.smi.txt" &
   smi=$!
   start=$(date +%s.%N)
   "$bin/slideformer" train "${args[@]}" ${TRACE_DIR:+--trace "$TRACE_DIR/$name.json"} \
@@ -40,10 +42,20 @@ for cfg in "${configs[@]}"; do
   rc=$?
   kill "$smi" 2>/dev/null
   wait "$smi" 2>/dev/null
-  peak=$(sort -n "$work/smi.txt" | tail -1)
+  peak=$(cut -d, -f1 "$log/$name.smi.txt" | sort -n | tail -1)
   python3 - "$log/$name.log" "$cfg" "$gpu_mem" "$clip" "$rc" "${peak:-0}" "$start" <<'PY'
 import os, re, statistics, sys
 path, cfg, cap, clip, rc, peak_mib, start = sys.argv[1:]
+# The SM clock while the GPU worked (samples over 300 W; nvidia-smi's columns: MiB, MHz, W).
+clocks = []
+for line in open(path[:-len(".log")] + ".smi.txt"):
+    f = [x.strip() for x in line.split(",")]
+    try:
+        if len(f) == 3 and float(f[2]) > 300:
+            clocks.append(float(f[1]))
+    except ValueError:
+        pass
+clock = f", SM clock {statistics.median(clocks):.0f} MHz (median of {len(clocks)} samples over 300 W)" if clocks else ""
 text = open(path).read()
 S = int(cfg.split("x")[0])
 m = re.search(r"model \S+: (\d+) layers, hidden (\d+), (\d+) parameters", text)
@@ -97,7 +109,7 @@ print(f"{cfg} cap {cap} clip {clip}: {tok:,.0f} tok/s, {tflops:.0f} TFLOPS, M {m
       f"engine device {dev.group(1) if dev else '?'} GiB, device peak (NVML) {int(peak_mib) / 1024:.1f} GiB, "
       f"{rss_text}, "
       f"start-up {su.group(1) if su else '?'} s, steps {[round(r) for r in rates]}"
-      + (f", GPU busy {busy[-1]} %" if busy else "") + pred + floors
+      + (f", GPU busy {busy[-1]} %" if busy else "") + clock + pred + floors
       + (f"; NVMe disk floor {float(floor.group(1)):.2f} s a step, measured step "
          f"{S * int(cfg.split('x')[1]) / tok:.2f} s: {float(floor.group(1)) / (S * int(cfg.split('x')[1]) / tok):.0%} "
          f"of the floor's rate" if floor else ""))

@@ -50,8 +50,6 @@ std::string gib(uint64_t bytes) {
 ProcessMemory process_memory() {
   ProcessMemory m;
   std::ifstream f("/proc/self/status");
-  std::string key, unit;
-  uint64_t kib = 0;
   for (std::string line; std::getline(f, line);) {
     if (line.rfind("VmRSS:", 0) == 0) m.rss = std::stoull(line.substr(6)) * 1024;
     if (line.rfind("VmHWM:", 0) == 0) m.peak_rss = std::stoull(line.substr(6)) * 1024;

@@ -30,8 +30,10 @@ namespace {
 // (2026-12-07): the CPU AdamW rates measured with static shares understate the engine's by up to a
 // third, so a cache written before is measured again. 3: the clipped update's two passes' rates
 // (adam_master_params_per_s, adam_moments_params_per_s). 4: the whole update's rate with Σ g²
-// formed in the same pass, as the worker now updates a ring piece.
-constexpr int kCacheVersion = 4;
+// formed in the same pass, as the worker now updates a ring piece. 5: the layer timed after it
+// ran back to back for seconds (ProbeSize::layer_hot_s): in a step the layer ran 7 % (forward)
+// and 16 % (backward) slower than the cold probe had timed it (an H100, 2026-12-07).
+constexpr int kCacheVersion = 5;
 
 // A cache file's contents this version can use.
 bool usable_cache(const nlohmann::json& all) {
@@ -88,12 +90,9 @@ void fill_small(std::vector<float>& x, uint64_t seed) {
   }
 }
 
-struct LayerTimes {
-  double forward = 0, backward = 0, flops = 0;  // seconds; matmul FLOPs of fwd + recompute + bwd
-};
+}  // namespace
 
-// The model's layer 0 on M tokens in samples of S, as the engine runs it.
-LayerTimes time_layer(Backend& be, const ModelSpec& spec, int64_t M, int64_t S) {
+LayerTimes time_layer(Backend& be, const ModelSpec& spec, int64_t M, int64_t S, double hot_s) {
   const DType dt = be.compute_dtype();
   const size_t dsz = dtype_size(dt);
   const UnitLayout lay = layer_layout(spec, 0);
@@ -152,6 +151,12 @@ LayerTimes time_layer(Backend& be, const ModelSpec& spec, int64_t M, int64_t S) 
   be.fill_zero(Tensor(grads.data(), DType::kF32, {lay.numel}), *s);
   const int reps = 3;
   LayerTimes r;
+  // Run the layer back to back first, as a step does: a GPU's clocks fall under sustained load.
+  for (const auto t0 = Clock::now(); seconds_since(t0) < hot_s;) {
+    layer_forward(be, spec, P, in, ws, tx, Tensor(), *s);
+    layer_backward(be, spec, P, G, in, ws, tx, tg, *s);
+    be.synchronize(*s);
+  }
   r.forward = median_time(reps, [&] {
     layer_forward(be, spec, P, in, ws, tx, ty, *s);
     be.synchronize(*s);
@@ -177,6 +182,8 @@ LayerTimes time_layer(Backend& be, const ModelSpec& spec, int64_t M, int64_t S) 
   r.flops = (lin + att) + (lin - down + att) + (2 * lin + 2.5 * att);
   return r;
 }
+
+namespace {
 
 // Σ g² and CPU AdamW over kAdamParams, the gradient in the compute dtype, in pinned memory as
 // the engine's state is; with `copies`, while another thread keeps an H2D and a D2H copy running
@@ -321,7 +328,7 @@ std::string machine_key(Backend& be, const ModelSpec& spec, int64_t micro_tokens
 }
 
 MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
-                                 int64_t sample_tokens, int64_t adam_params) {
+                                 int64_t sample_tokens, const ProbeSize& size) {
   SF_CHECK(micro_tokens >= 1 && spec.layers >= 1, "machine probe: nothing to measure");
   const int64_t S = std::clamp<int64_t>(sample_tokens, 1, micro_tokens);
   MachineConstants m;
@@ -337,12 +344,12 @@ MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t mic
     m.d2h_gbps = copy_gbps(be, pin.data(), dev.data(), *s);
   }
   m.host_gbps = memcpy_gbps();
-  const int64_t n = adam_params > 0 ? adam_params : kAdamParams;
+  const int64_t n = size.adam_params > 0 ? size.adam_params : kAdamParams;
   m.adam_params_per_s = adam_rate(be, false, n);
   m.adam_copy_params_per_s = adam_rate(be, true, n, AdamWWrite::kAll, &m.copy_beside_adam_gbps);
   m.adam_master_params_per_s = adam_rate(be, false, n, AdamWWrite::kWeights);
   m.adam_moments_params_per_s = adam_rate(be, false, n, AdamWWrite::kMoments);
-  const LayerTimes lt = time_layer(be, spec, micro_tokens, S);
+  const LayerTimes lt = time_layer(be, spec, micro_tokens, S, size.layer_hot_s);
   m.layer_forward_s = lt.forward / double(micro_tokens);
   m.layer_backward_s = lt.backward / double(micro_tokens);
   m.layer_tflops = lt.flops / (lt.forward + lt.backward) * 1e-12;
@@ -375,7 +382,7 @@ std::optional<MachineConstants> cached_machine_constants(Backend& be, const Mode
 
 MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
                                    int64_t sample_tokens, const fs::path& file, bool remeasure,
-                                   std::string* note, int64_t adam_params) {
+                                   std::string* note, const ProbeSize& size) {
   const int64_t S = std::clamp<int64_t>(sample_tokens, 1, std::max<int64_t>(micro_tokens, 1));
   const std::string key = machine_key(be, spec, micro_tokens, S);
   nlohmann::json all = nlohmann::json::object();
@@ -395,7 +402,7 @@ MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t m
   } else {
     all = empty_cache();
   }
-  const MachineConstants m = measure_machine(be, spec, micro_tokens, S, adam_params);
+  const MachineConstants m = measure_machine(be, spec, micro_tokens, S, size);
   all["entries"][key] = to_json(m);
   try {
     fs::create_directories(file.parent_path().empty() ? fs::path(".") : file.parent_path());

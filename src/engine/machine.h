@@ -45,9 +45,23 @@ std::string machine_key(Backend& be, const ModelSpec& spec, int64_t micro_tokens
 
 // Measures every constant (a few seconds on the GPU machine; a tiny model's layer on the CPU
 // backend in well under a second).
-// `adam_params`: the AdamW probe's size (0: the default, 96 Mi; tests take less).
+// How much the probe measures (tests take less).
+struct ProbeSize {
+  int64_t adam_params = 0;  // the AdamW probe's parameters (0: the default, 96 Mi)
+  // Seconds the layer runs back to back before it is timed: a step keeps the GPU busy for
+  // seconds, and under that load its clocks settle lower than a cold GPU's (time_layer).
+  double layer_hot_s = 2.0;
+};
 MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
-                                 int64_t sample_tokens, int64_t adam_params = 0);
+                                 int64_t sample_tokens, const ProbeSize& size = {});
+
+// The model's layer 0 on M tokens in samples of S, as the engine runs it: the forward, and the
+// recompute + backward (seconds each, the median of three), after the layer (forward, recompute,
+// backward) has run back to back for `hot_s` seconds; `flops`: the matmul FLOPs of the three.
+struct LayerTimes {
+  double forward = 0, backward = 0, flops = 0;
+};
+LayerTimes time_layer(Backend& be, const ModelSpec& spec, int64_t M, int64_t S, double hot_s);
 
 // The cache file's default place: $SLIDEFORMER_MACHINE_FILE, else
 // $XDG_CACHE_HOME/slideformer/machine.json, else ~/.cache/slideformer/machine.json.
@@ -58,7 +72,8 @@ std::filesystem::path default_machine_file();
 // `note`, not an error). `note` says which of the two happened.
 MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
                                    int64_t sample_tokens, const std::filesystem::path& file,
-                                   bool remeasure, std::string* note, int64_t adam_params = 0);
+                                   bool remeasure, std::string* note,
+                                   const ProbeSize& size = {});
 
 // The cached constants for this key, or nullopt (no file, no entry, or an unreadable file).
 std::optional<MachineConstants> cached_machine_constants(Backend& be, const ModelSpec& spec,

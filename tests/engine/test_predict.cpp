@@ -4,6 +4,7 @@
 // constants' cache (engine/machine.h), and `slideformer plan` / `train` printing them.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -274,7 +275,8 @@ TEST(PredictStep, TheHeldShareIsKeptOnlyWhereThePredictionSaysItPays) {
   }
 }
 
-constexpr int64_t kSmall = int64_t(1) << 20;  // the AdamW probe's parameters, for CI's time
+// The AdamW probe's parameters and no warm-up of the layer, for CI's time.
+const ProbeSize kSmall{int64_t(1) << 20, 0.0};
 
 // The host's memory is a floor under the step where the probe measured what it carries at once:
 // the split units' m, v and gradient are read twice (10 B/param more with bf16 gradients); with a
@@ -413,7 +415,7 @@ TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
   {
     std::ifstream in(file);
     nlohmann::json all = nlohmann::json::parse(in);
-    all["version"] = 1;
+    all["version"] = 4;  // layer timed cold
     all["entries"]["another key"] = all["entries"][machine_key(*be, spec, 64, 32)];
     std::ofstream(file) << all.dump();
   }
@@ -423,10 +425,23 @@ TEST(MachineConstants, MeasuredOnceThenReadFromTheCache) {
   {
     std::ifstream in(file);
     const nlohmann::json all = nlohmann::json::parse(in);
-    EXPECT_EQ(all["version"], 4);
+    EXPECT_EQ(all["version"], 5);
     EXPECT_FALSE(all["entries"].contains("another key"));
   }
   EXPECT_TRUE(cached_machine_constants(*be, spec, 64, 32, file));
+  fs::remove_all(d);
+}
+
+TEST(MachineConstants, TheLayerIsTimedAfterItRanBackToBack) {
+  const fs::path d = testing::fresh_dir("machine_hot_layer");
+  const ModelSpec spec = load_model_spec(testing::tiny_model(d / "m"));
+  auto be = make_cpu_backend();
+  const auto t0 = std::chrono::steady_clock::now();
+  const LayerTimes t = time_layer(*be, spec, 64, 32, 0.3);
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.3);
+  EXPECT_GT(t.forward, 0);
+  EXPECT_GT(t.backward, t.forward);  // recompute + backward
+  EXPECT_GT(t.flops, 0);
   fs::remove_all(d);
 }
 
