@@ -31,8 +31,8 @@ namespace {
 // third, so a cache written before is measured again. 3: the clipped update's two passes' rates
 // (adam_master_params_per_s, adam_moments_params_per_s). 4: the whole update's rate with Σ g²
 // formed in the same pass, as the worker now updates a ring piece. 5: the layer timed after it
-// ran back to back for seconds (ProbeSize::layer_hot_s): in a step the layer ran 7 % (forward)
-// and 16 % (backward) slower than the cold probe had timed it (an H100, 2026-12-07).
+// ran back to back for seconds (ProbeSize::layer_hot_s): in a step the layer ran 4 % (forward)
+// and 12 % (backward) slower than the cold probe had timed it (an H100, 2026-12-07).
 constexpr int kCacheVersion = 5;
 
 // A cache file's contents this version can use.
@@ -422,8 +422,11 @@ std::string describe(const MachineConstants& m) {
     << " GB/s, D2H " << m.d2h_gbps << " GB/s (pinned), host memcpy " << m.host_gbps
     << " GB/s; CPU AdamW " << m.adam_params_per_s * 1e-9 << " G params/s ("
     << m.adam_copy_params_per_s * 1e-9 << " while copies run, they then at "
-    << m.copy_beside_adam_gbps << " GB/s both ways); the layer " << m.layer_forward_s * 1e6
-    << " µs/token forward, " << m.layer_backward_s * 1e6 << " µs/token recompute + backward (";
+    << m.copy_beside_adam_gbps << " GB/s both ways); the layer ";
+  o.precision(3);  // 0.6 µs/token is ± 8 % at one decimal
+  o << m.layer_forward_s * 1e6 << " µs/token forward, " << m.layer_backward_s * 1e6
+    << " µs/token recompute + backward (";
+  o.precision(1);
   if (m.layer_tflops >= 1)
     o << m.layer_tflops << " TFLOP/s)";
   else

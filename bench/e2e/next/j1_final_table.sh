@@ -4,7 +4,7 @@
 #  1. the CUDA golden cases, the optimizer's tests, NoAllocationInStep, the resident layers (the
 #     Σ g² slots of device and held units now shared, DeviceParts, e1acdb1: not yet run on a GPU);
 #  2. bench_layer: the probe's layer timing after 0-8 s back to back, the SM clock and power
-#     sampled beside it (in J3's trace a step's layer ran 7 % / 16 % slower than the cold probe);
+#     sampled beside it (in J3's trace a step's layer ran 4 % / 12 % slower than the cold probe);
 #  3. the issue's five at 24 GiB with this HEAD (the probe now times a hot layer), then the
 #     PyTorch control at 1024x8.
 set -uo pipefail

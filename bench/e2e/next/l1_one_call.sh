@@ -46,6 +46,8 @@ for t in $R/traces/*.json; do
   [ -f "$t" ] || continue
   timeout 20 python3 bench/e2e/trace_gaps.py $t --top 15 > ${t%.json}.gaps.txt 2>&1
   timeout 20 python3 bench/e2e/trace_adam.py $t > ${t%.json}.adam.txt 2>&1
+  timeout 20 python3 bench/e2e/trace_layers.py $t $R/clip/$(basename ${t%.json}).plan.log \
+    > ${t%.json}.layers.txt 2>&1
   gzip $t
 done
 tar czf $OUT/l1.tgz -C $OUT l1 && rm -rf $R

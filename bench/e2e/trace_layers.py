@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""The GPU's own spans inside the steps of an engine trace (`train --trace FILE.json[.gz]`) against
+the machine probe's layer: per step after the first, the forward and the recompute + backward of a
+decoder layer (median over the layers, milliseconds), the head, and their sums; with PLAN_LOG (the
+`slideformer plan` log of the same run) the probe's layer forward and backward for the step's
+tokens and the step's spans / the probe's. This is the prediction's compute term seen from inside
+the step: where a layer runs slower in a step than in the probe, the GPU-bound prediction is short
+by that much.
+usage: python3 bench/e2e/trace_layers.py TRACE.json[.gz] [PLAN_LOG]
+"""
+import gzip, json, re, statistics, sys
+
+COMPUTE = 1
+VOCAB = 128256  # the e2e benchmark's model (Llama-3.1-8B's vocabulary)
+
+
+def main():
+    path = sys.argv[1]
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    steps = sorted((e for e in events if e.get("ph") == "X" and e.get("tid") == 0),
+                   key=lambda e: e["ts"])
+    probe = None
+    if len(sys.argv) > 2:
+        plan = open(sys.argv[2]).read()
+        m = re.search(r"the layer ([0-9.]+) µs/token forward, ([0-9.]+) µs/token recompute", plan)
+        t = re.search(r"steps of ≤ (\d+) tokens", plan)
+        if m and t:
+            tokens = int(t.group(1))
+            f, b = float(m.group(1)), float(m.group(2))
+            # Older logs print µs/token with one decimal: the plan's compute seconds (three
+            # decimals) less the head's FLOPs at the layer's rate give the layer's time exactly.
+            c = re.search(r"per step: compute ([0-9.]+) s", plan)
+            r = re.search(r"\(([0-9.]+) TFLOP/s\)", plan)
+            lm = re.search(r"(\d+) layers, hidden (\d+)", plan)
+            if c and r and lm:
+                layers, hidden = int(lm.group(1)), int(lm.group(2))
+                head = 6 * tokens * hidden * VOCAB / (float(r.group(1)) * 1e12)
+                per = (float(c.group(1)) - head) / (tokens * layers) * 1e6
+                f, b = per * f / (f + b), per * b / (f + b)
+            probe = (f * tokens / 1e3, b * tokens / 1e3)
+    for s in steps[1:]:
+        t0, t1 = s["ts"], s["ts"] + s["dur"]
+        fwd, bwd, head = [], [], 0.0
+        for e in events:
+            if e.get("ph") != "X" or e.get("tid") != COMPUTE or not t0 <= e["ts"] < t1:
+                continue
+            name, ms = e["name"], e["dur"] / 1e3
+            if re.fullmatch(r"forward L\d+", name):
+                fwd.append(ms)
+            elif re.fullmatch(r"backward L\d+", name):
+                bwd.append(ms)
+            elif name == "head":
+                head += ms
+        if not fwd or not bwd:
+            continue
+        line = (f"{s['name']}: layer forward {statistics.median(fwd):.2f} ms, recompute + backward "
+                f"{statistics.median(bwd):.2f} ms (medians of {len(fwd)} / {len(bwd)}); all layers "
+                f"{sum(fwd) + sum(bwd):.1f} ms, head {head:.1f} ms")
+        if probe:
+            line += (f"; the probe's layer {probe[0]:.2f} / {probe[1]:.2f} ms (the step's / the "
+                     f"probe's: {statistics.median(fwd) / probe[0]:.3f} / "
+                     f"{statistics.median(bwd) / probe[1]:.3f})")
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
