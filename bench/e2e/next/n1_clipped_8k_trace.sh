@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Call N1 (any GPU; ≈ 150 s on a fresh machine; carry .dev/e2e: slideformer of this HEAD,
+# stripped): the one prediction outside the 15 % on 2026-12-07 evening is 1024x8 clipped
+# at 1.0 (1.17: steps of 1.83 s first, 2.33 s after). Its trace says where the steps after the
+# first go.
+set -uo pipefail
+R=$OUT/n1; mkdir -p $R/traces
+B=.dev/e2e
+[ -f /tmp/sf_e2e/model/config.json ] ||
+  timeout 100 python3 bench/e2e/make_inputs.py /tmp/sf_e2e/model /tmp/sf_e2e/data.jsonl 32 \
+    > $R/make_inputs.log 2>&1
+timeout ${LIMIT:-130} env OUT=$R/clip BIN=$B STEPS=4 CLIP=1.0 TRACE_DIR=$R/traces \
+  bash bench/e2e/run.sh 1024x8 > $R/e2e_clip.txt 2>&1
+for t in $R/traces/*.json; do
+  [ -f "$t" ] || continue
+  timeout 20 python3 bench/e2e/trace_gaps.py $t --top 15 > ${t%.json}.gaps.txt 2>&1
+  timeout 20 python3 bench/e2e/trace_adam.py $t > ${t%.json}.adam.txt 2>&1
+  gzip $t
+done
+tar czf $OUT/n1.tgz -C $OUT n1 && rm -rf $R
