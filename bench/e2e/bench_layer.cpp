@@ -40,10 +40,11 @@ int main(int argc, char** argv) {
                 (long long)S, be->name().c_str());
     for (double h : hot) {
       const LayerTimes t = time_layer(*be, spec, M, S, h);
-      std::printf("after %4.1f s back to back: forward %7.3f ms (%.3f µs/token), recompute + "
-                  "backward %7.3f ms (%.3f µs/token), %.1f TFLOP/s\n",
-                  h, t.forward * 1e3, t.forward / double(M) * 1e6, t.backward * 1e3,
-                  t.backward / double(M) * 1e6, t.flops / (t.forward + t.backward) * 1e-12);
+      std::printf(
+          "after %4.1f s back to back: forward %7.3f ms (%.3f µs/token), recompute + "
+          "backward %7.3f ms (%.3f µs/token), %.1f TFLOP/s\n",
+          h, t.forward * 1e3, t.forward / double(M) * 1e6, t.backward * 1e3,
+          t.backward / double(M) * 1e6, t.flops / (t.forward + t.backward) * 1e-12);
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {

@@ -72,8 +72,7 @@ std::filesystem::path default_machine_file();
 // `note`, not an error). `note` says which of the two happened.
 MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
                                    int64_t sample_tokens, const std::filesystem::path& file,
-                                   bool remeasure, std::string* note,
-                                   const ProbeSize& size = {});
+                                   bool remeasure, std::string* note, const ProbeSize& size = {});
 
 // The cached constants for this key, or nullopt (no file, no entry, or an unreadable file).
 std::optional<MachineConstants> cached_machine_constants(Backend& be, const ModelSpec& spec,
