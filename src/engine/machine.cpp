@@ -420,9 +420,12 @@ std::string describe(const MachineConstants& m) {
   o.precision(1);
   o << "machine (" << m.device << ", measured " << m.measured_at << "): H2D " << m.h2d_gbps
     << " GB/s, D2H " << m.d2h_gbps << " GB/s (pinned), host memcpy " << m.host_gbps
-    << " GB/s; CPU AdamW " << m.adam_params_per_s * 1e-9 << " G params/s ("
-    << m.adam_copy_params_per_s * 1e-9 << " while copies run, they then at "
-    << m.copy_beside_adam_gbps << " GB/s both ways); the layer ";
+    << " GB/s; CPU AdamW ";
+  o.precision(2);  // replays of a run's prediction read these (bench/e2e/replay_predictions.py)
+  o << m.adam_params_per_s * 1e-9 << " G params/s (" << m.adam_copy_params_per_s * 1e-9
+    << " while copies run, they then at ";
+  o.precision(1);
+  o << m.copy_beside_adam_gbps << " GB/s both ways); the layer ";
   o.precision(3);  // 0.6 µs/token is ± 8 % at one decimal
   o << m.layer_forward_s * 1e6 << " µs/token forward, " << m.layer_backward_s * 1e6
     << " µs/token recompute + backward (";
