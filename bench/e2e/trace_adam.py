@@ -11,7 +11,9 @@ when in the step (from the step's first span on any track) the first began and t
 what these rates are compared with.
 usage: python3 bench/e2e/trace_adam.py TRACE.json[.gz]
 """
-import collections, gzip, json, sys
+import collections, sys
+
+from trace_file import events_of
 
 COMPUTE, H2D, CKPT_D2H, GRAD_D2H, ADAM = 1, 2, 3, 4, 5
 
@@ -38,10 +40,7 @@ def covered(intervals, t0, t1):
 
 def main():
     path = sys.argv[1]
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        doc = json.load(f)
-    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    events = events_of(path)
     by_step = collections.defaultdict(lambda: collections.defaultdict(list))
     for e in events:
         if e.get("ph") != "X":

@@ -9,7 +9,9 @@ meanwhile (H2D loads or restores, CPU AdamW), so a gap reads as "the forward of 
 4.1 ms while H2D loaded L5".
 usage: python3 bench/e2e/trace_gaps.py TRACE.json[.gz] [--top N]
 """
-import collections, gzip, json, re, sys
+import collections, re, sys
+
+from trace_file import events_of, step_spans
 
 TRACKS = {1: "compute", 2: "H2D", 3: "checkpoint D2H", 4: "gradient D2H", 5: "CPU AdamW", 6: "engine"}
 
@@ -39,12 +41,8 @@ def overlap(spans, t0, t1):
 def main():
     path = sys.argv[1]
     top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 8
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        data = json.load(f)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    steps = sorted((e for e in events if e.get("ph") == "X" and e.get("tid") == 0),
-                   key=lambda e: e["ts"])
+    events = events_of(path)
+    steps = step_spans(events)
     by_track = collections.defaultdict(list)
     for e in events:
         if e.get("ph") == "X" and e.get("tid", 0) != 0:

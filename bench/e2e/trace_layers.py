@@ -8,20 +8,17 @@ the step: where a layer runs slower in a step than in the probe, the GPU-bound p
 by that much.
 usage: python3 bench/e2e/trace_layers.py TRACE.json[.gz] [PLAN_LOG]
 """
-import gzip, json, re, statistics, sys
+import re, statistics, sys
+
+from trace_file import events_of, step_spans
 
 COMPUTE = 1
 VOCAB = 128256  # the e2e benchmark's model (Llama-3.1-8B's vocabulary)
 
 
 def main():
-    path = sys.argv[1]
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        data = json.load(f)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    steps = sorted((e for e in events if e.get("ph") == "X" and e.get("tid") == 0),
-                   key=lambda e: e["ts"])
+    events = events_of(sys.argv[1])
+    steps = step_spans(events)
     probe = None
     if len(sys.argv) > 2:
         plan = open(sys.argv[2]).read()
