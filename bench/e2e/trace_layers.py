@@ -10,10 +10,10 @@ usage: python3 bench/e2e/trace_layers.py TRACE.json[.gz] [PLAN_LOG]
 """
 import re, statistics, sys
 
+from replay_predictions import CONFIG  # the e2e benchmark's model
 from trace_file import events_of, step_spans
 
 COMPUTE = 1
-VOCAB = 128256  # the e2e benchmark's model (Llama-3.1-8B's vocabulary)
 
 
 def main():
@@ -34,7 +34,7 @@ def main():
             lm = re.search(r"(\d+) layers, hidden (\d+)", plan)
             if c and r and lm:
                 layers, hidden = int(lm.group(1)), int(lm.group(2))
-                head = 6 * tokens * hidden * VOCAB / (float(r.group(1)) * 1e12)
+                head = 6 * tokens * hidden * CONFIG["vocab_size"] / (float(r.group(1)) * 1e12)
                 per = (float(c.group(1)) - head) / (tokens * layers) * 1e6
                 f, b = per * f / (f + b), per * b / (f + b)
             probe = (f * tokens / 1e3, b * tokens / 1e3)
