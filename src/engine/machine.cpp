@@ -189,7 +189,7 @@ namespace {
 // the engine's state is; with `copies`, while another thread keeps an H2D and a D2H copy running
 // (the engine's uploads and gradient downloads), and then `beside_gbps` (not null) gets the bytes
 // those copies moved a second meanwhile, both directions. `what` other than kAll: that pass of
-// the clipped update alone, without the Σ g² (done when its gradient arrived).
+// the clipped update alone, without the Σ g² (the device formed it before the gradient's D2H).
 double adam_rate(Backend& be, bool copies, int64_t n, AdamWWrite what = AdamWWrite::kAll,
                  double* beside_gbps = nullptr) {
   const DType gd = be.compute_dtype();

@@ -27,7 +27,7 @@ struct MachineConstants {
   // the host's memory carried at once (the prediction's host-memory floor, engine/predict.h).
   double copy_beside_adam_gbps = 0;
   // The clipped update's two passes alone (AdamWWrite): the master alone, m and v alone (no Σ g²:
-  // the gradient was reduced when it arrived).
+  // the device formed it before the gradient's D2H).
   double adam_master_params_per_s = 0, adam_moments_params_per_s = 0;
   // The model's decoder layer on `micro_tokens` tokens in samples of `sample_tokens`, seconds
   // per token: the forward, and the backward as the engine runs it (recompute, then backward).

@@ -32,8 +32,8 @@ namespace sf {
 
 class UpdateWorker {
  public:
-  // `piece`: the elements of a ring piece; held units are reduced and updated in tiles of it (the
-  // same partial sums as the ring's, so the norm has the same bits either way).
+  // `piece`: the elements of a ring piece; held units are updated in tiles of it (their Σ g² comes
+  // with grad_ready, formed on the device before the gradient's D2H).
   // `nvme`: the tier holding the state of the units marked on_nvme (null: none); the worker
   // acquires such a unit's state before its first update of a step and releases it after the last.
   UpdateWorker(std::vector<UnitState*> units, DType grad_dtype, AdamWParams hp, float max_grad_norm,
