@@ -24,7 +24,8 @@ struct MachineConstants {
   double adam_params_per_s = 0;       // CPU AdamW (fp32 master, m, v; compute-dtype gradient)
   double adam_copy_params_per_s = 0;  // the same while an H2D and a D2H copy stream run
   // What those copies moved meanwhile, H2D + D2H bytes a second: with the AdamW's own bytes, what
-  // the host's memory carried at once (the prediction's host-memory floor, engine/predict.h).
+  // the host's memory carried at once. Printed; the prediction's host-memory floor takes a pass
+  // alone's rate instead, and only where this was measured (engine/predict.cpp, host_ceiling).
   double copy_beside_adam_gbps = 0;
   // The clipped update's two passes alone (AdamWWrite): the master alone, m and v alone (no Σ g²:
   // the device formed it before the gradient's D2H).

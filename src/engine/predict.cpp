@@ -13,14 +13,17 @@
 namespace sf {
 namespace {
 
-// Bytes a second the host's memory carries at most: the most the probe saw it carry, the AdamW
-// beside the copies (both counted) or a pass alone. 0 where the probe did not measure the copies
-// beside the AdamW (an older cache, a replay without it).
+// Bytes a second the host's memory carries at most: the most the probe saw a pass alone carry
+// (the whole update, the master alone, m and v alone). The AdamW beside the probe's copies carried
+// more, both counted (161 against 141 GB/s on an H100 host), but no step reached that: the traced
+// clipped steps carried 129-136 GB/s in both phases (docs/decisions.md, "The host's ceiling is a
+// pass's"). 0 where the probe did not measure the copies beside the AdamW (an older cache, a
+// replay without it): no floor.
 double host_ceiling(const MachineConstants& m, double grad_bytes) {
   if (m.copy_beside_adam_gbps <= 0) return 0;
   const double all = adamw_bytes_per_param(AdamWWrite::kAll, grad_bytes);
   return std::max(
-      {m.adam_copy_params_per_s * all + m.copy_beside_adam_gbps * 1e9, m.adam_params_per_s * all,
+      {m.adam_params_per_s * all,
        m.adam_master_params_per_s * adamw_bytes_per_param(AdamWWrite::kWeights, grad_bytes),
        m.adam_moments_params_per_s * adamw_bytes_per_param(AdamWWrite::kMoments, grad_bytes)});
 }
@@ -283,8 +286,8 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
   // The host's memory: the AdamW reads p, m, v and the gradient and writes p, m, v (a
   // moments_later unit's two passes read m, v and the gradient twice; a held gradient's Σ g² is
   // formed on the GPU before its D2H); the DMA reads and writes it both ways. Its
-  // ceiling: the most the probe saw the host carry, the AdamW beside the copies (both counted) or
-  // a pass alone. Only where the probe measured the copies beside the AdamW (cache version 4).
+  // ceiling: the most the probe saw a pass alone carry (host_ceiling). Only where the probe
+  // measured the copies beside the AdamW (cache version 4).
   const double gb = double(plan.dtype_bytes);
   for (size_t u = 0; u < s.numel.size(); ++u) {
     if (plan.on_device[u]) continue;

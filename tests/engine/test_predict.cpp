@@ -279,9 +279,11 @@ TEST(PredictStep, TheHeldShareIsKeptOnlyWhereThePredictionSaysItPays) {
 const ProbeSize kSmall{int64_t(1) << 20, 0.0};
 
 // The host's memory is a floor under the step where the probe measured what it carries at once:
-// the split units' m, v and gradient are read twice (10 B/param more with bf16 gradients); with a
-// low ceiling the floor is the whole split's step and fewer units are split, with a high one
-// nothing changes, and without the measurement there is no floor.
+// the split units' m, v and gradient are read twice (10 B/param more with bf16 gradients). Its
+// ceiling is the most a pass alone carried in the probe: what the copies moved beside the AdamW
+// does not raise it (a step's traffic never reached that sum). With a low ceiling the floor is the
+// whole split's step and fewer units are split; with a high one nothing changes; without the
+// measurement there is no floor.
 TEST(PredictStep, TheHostsMemoryIsAFloorWhereItsBytesBind) {
   const ModelSpec spec = llama_8b();
   const int64_t T = 16384;
@@ -297,29 +299,42 @@ TEST(PredictStep, TheHostsMemoryIsAFloorWhereItsBytesBind) {
   EXPECT_NEAR(split0.host_bytes - none0.host_bytes, 10.0 * double(split.moments_later_params),
               1e-9 * split0.host_bytes);
   std::string note;
-  m.copy_beside_adam_gbps = 1000;  // a ceiling far above the step's traffic: nothing changes
-  EXPECT_EQ(predict_step(split, spec, m, T, true).step_s, split0.step_s);
-  const int64_t taken_high = weigh_moments_later(r, plan, m, &note).moments_later_params;
-  EXPECT_GT(taken_high, 0) << note;
-  // a host that carries no more than the AdamW alone (the copies beside it nearly stopped): the
-  // host's bytes are the split's step
+  const int64_t taken_unbound = weigh_moments_later(r, plan, m, &note).moments_later_params;
+  EXPECT_GT(taken_unbound, 0) << note;
+  {  // passes alone that carry ten times the step's traffic: the host's bytes do not bind (the
+    // post-norm master passes only share the ceiling with their uploads, 4 of 22 B/param)
+    MachineConstants fast = m;
+    fast.adam_params_per_s *= 10;
+    fast.adam_master_params_per_s *= 10;
+    fast.adam_moments_params_per_s *= 10;
+    const double unmeasured = predict_step(split, spec, fast, T, true).step_s;
+    fast.copy_beside_adam_gbps = 50;
+    const StepPrediction p = predict_step(split, spec, fast, T, true);
+    EXPECT_NE(p.bound, "the host's memory") << p.describe(T);
+    EXPECT_LT(p.host_s, 0.5 * p.step_s) << p.describe(T);
+    EXPECT_NEAR(p.step_s, unmeasured, 0.01 * unmeasured) << p.describe(T);
+  }
+  // This host's passes carry 104 GB/s alone (26 B/param at 4 G params/s, 18 at 5.8): the host's
+  // bytes are the split's step, however much the copies beside the AdamW moved
   m.copy_beside_adam_gbps = 1;
   const StepPrediction low = predict_step(split, spec, m, T, true);
   const double ceiling = m.adam_params_per_s * 26;
   EXPECT_NEAR(low.step_s, low.host_bytes / ceiling, 1e-9 * low.step_s) << low.describe(T);
   EXPECT_EQ(low.bound, "the host's memory") << low.describe(T);
+  m.copy_beside_adam_gbps = 1000;
+  EXPECT_EQ(predict_step(split, spec, m, T, true).step_s, low.step_s);
   // Without the split the post-norm updates pace the next forward, each beside its master's fp32
   // upload: they share the ceiling at 26 + 4 B/param, and the step grows by the 4 B's share of
-  // those updates against a ceiling that leaves them their rate alone.
-  MachineConstants high = m;
-  high.copy_beside_adam_gbps = 1000;
+  // those updates against no ceiling (their rate alone).
+  MachineConstants unmeasured = m;
+  unmeasured.copy_beside_adam_gbps = 0;
   const double host_params = double(plan.params - plan.device_params);
   const StepPrediction none_low = predict_step(plan, spec, m, T, true);
-  EXPECT_NEAR(none_low.step_s - predict_step(plan, spec, high, T, true).step_s,
+  EXPECT_NEAR(none_low.step_s - predict_step(plan, spec, unmeasured, T, true).step_s,
               host_params / m.adam_params_per_s * 4 / 26, 0.02 * none_low.step_s)
       << none_low.describe(T);
   // fewer units split: only as many as the host's bytes leave room for
-  EXPECT_LT(weigh_moments_later(r, plan, m, &note).moments_later_params, taken_high) << note;
+  EXPECT_LT(weigh_moments_later(r, plan, m, &note).moments_later_params, taken_unbound) << note;
 }
 
 // With clipping the next forward waits for every master after the norm; writing some units' m and
