@@ -3,8 +3,8 @@
 //                [ADAM_MASTER ADAM_MOMENTS [COPY_BESIDE SPLIT]]
 // The step time the current predictor (engine/predict.h) gives for a run logged earlier, from the
 // plan's shape and the machine constants that run measured (its `plan` log): no GPU needed.
-// DEVICE_LAYERS: -1 no GPU-resident share, -2 the embedding and the head, k >= 0: those and
-// decoder layers 0..k-1; HELD: held units without clipping (the plan's count); CLIP: 0 or 1;
+// DEVICE_LAYERS: -1 no GPU-resident share, -2 the embedding and the head, -3 the embedding alone,
+// k >= 0: the embedding, the head and decoder layers 0..k-1; HELD: held units without clipping (the plan's count); CLIP: 0 or 1;
 // H2D, D2H in GB/s; ADAM, ADAM_COPY in G params/s; FWD, BWD in µs per token of one layer;
 // TFLOPS: the layer's rate (the fused head's); ADAM_MASTER, ADAM_MOMENTS (G params/s): the
 // clipped update's two passes alone — given, with CLIP 1 the m and v written later are weighed
@@ -47,9 +47,10 @@ int main(int argc, char** argv) {
     r.clipping = std::atoi(argv[6]) != 0;
     r.held_units = r.clipping ? -1 : std::atoi(argv[5]);
     r.device_optimizer = DeviceOptimizer::kOff;
-    if (device_layers >= -2 && device_layers != -1) {
+    if (device_layers >= -3 && device_layers != -1) {
       r.on_device.assign(unit_layouts(spec).size(), false);
-      r.on_device.front() = r.on_device.back() = true;
+      r.on_device.front() = true;
+      r.on_device.back() = device_layers != -3;
       for (int k = 0; k < device_layers; ++k) r.on_device[size_t(1 + k)] = true;
     }
     EnginePlan plan = make_plan(r);

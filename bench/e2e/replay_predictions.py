@@ -49,7 +49,10 @@ def replay(binary, model_dir, layers, plan_text, clip):
     od = re.search(r"updated on the device \(([^)]*)\)", plan_text)
     if od:
         n, first = layers_named(od.group(1))
-        dev = -2 if n == 0 else first + n
+        if n == 0:
+            dev = -2 if "head" in od.group(1) else -3  # the embedding and the head, or it alone
+        else:
+            dev = first + n
     held = 0
     hm = re.search(r"held, updated in forward order behind the ring: (.*?\))", plan_text)
     if hm:
@@ -103,7 +106,7 @@ def main():
                 then = float(own.group(1)) if own else float("nan")
                 rows.append((os.path.relpath(plan[: -len(".plan.log")]), T, dev, held, clip,
                              measured, then, now))
-    print("run | tokens | GPU-resident (-1 none, -2 embedding+head, k: and layers 0..k-1) | held "
+    print("run | tokens | GPU-resident (-1 none, -2 embedding+head, -3 embedding, k: -2 and layers 0..k-1) | held "
           "| clip | measured s | its own prediction (ratio) | now (ratio)")
     for name, T, dev, held, clip, measured, then, now in rows:
         print(f"{name} | {T} | {dev} | {held} | {int(clip)} | {measured:.3f} | "
