@@ -9,9 +9,9 @@
 #include <exception>
 #include <vector>
 
-#include "backend/cuda/cuda_backend.h"
 #include "engine/machine.h"
 #include "model/spec.h"
+#include "train/run_setup.h"
 
 int main(int argc, char** argv) {
   using namespace sf;
@@ -30,12 +30,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_layer: need 1 <= S <= M\n");
       return 2;
     }
-    CudaBackendOptions o;
-    o.max_tokens = M;
-    o.hidden = spec.hidden;
-    o.vocab = spec.vocab;
-    o.max_heads = spec.heads;
-    auto be = make_cuda_backend(o);
+    auto be = make_backend("cuda", spec, M);
     std::printf("layer of %s on %lld tokens in samples of %lld, %s\n", argv[1], (long long)M,
                 (long long)S, be->name().c_str());
     for (double h : hot) {

@@ -28,6 +28,25 @@ def layers_named(text):
     return int(m.group(2) or a) - a + 1, a
 
 
+def probe_layer(plan_text):
+    """The probe's layer in a plan log: (tokens a step, forward µs/token, recompute + backward
+    µs/token), or None. Older logs print µs/token with one decimal: the plan's compute seconds
+    (three decimals) less the fused head's FLOPs at the layer's rate give the layer's time exactly,
+    split between forward and backward as printed."""
+    t = re.search(r"steps of ≤ (\d+) tokens", plan_text)
+    m = re.search(r"the layer ([0-9.]+) µs/token forward, ([0-9.]+) µs/token recompute \+ backward "
+                  r"\(([0-9.]+) TFLOP/s", plan_text)
+    c = re.search(r"per step: compute ([0-9.]+) s", plan_text)
+    lm = re.search(r"(\d+) layers, hidden (\d+)", plan_text)
+    if not (t and m and c and lm):
+        return None
+    T, layers, hidden = int(t.group(1)), int(lm.group(1)), int(lm.group(2))
+    f, b, tflops = map(float, m.groups())
+    head = 6 * T * hidden * CONFIG["vocab_size"] / (tflops * 1e12)
+    per_token = (float(c.group(1)) - head) / (T * layers) * 1e6
+    return T, per_token * f / (f + b), per_token * b / (f + b)
+
+
 def replay(binary, model_dir, layers, plan_text, clip):
     T = int(re.search(r"steps of ≤ (\d+) tokens", plan_text).group(1))
     window = int(re.search(r"plan: window (\d+)", plan_text).group(1))
@@ -38,13 +57,10 @@ def replay(binary, model_dir, layers, plan_text, clip):
     h2d, d2h, fast, slow, f, b, tflops = map(float, mm.groups())
     c = re.search(r"compute ([0-9.]+) s, H2D .*?CPU AdamW ([0-9.]+) G params \(([0-9.]+) s\)",
                   plan_text)
-    compute_s, host_gparams, adam_s = map(float, c.groups())
+    _, host_gparams, adam_s = map(float, c.groups())
     if adam_s > 0:
         slow = host_gparams / adam_s
-    L = layers
-    head = 6 * T * CONFIG["hidden_size"] * CONFIG["vocab_size"] / (tflops * 1e12)
-    per_token = (compute_s - head) / (T * L) * 1e6
-    f, b = per_token * f / (f + b), per_token * b / (f + b)
+    _, f, b = probe_layer(plan_text)
     dev = -1
     od = re.search(r"updated on the device \(([^)]*)\)", plan_text)
     if od:
@@ -106,8 +122,8 @@ def main():
                 then = float(own.group(1)) if own else float("nan")
                 rows.append((os.path.relpath(plan[: -len(".plan.log")]), T, dev, held, clip,
                              measured, then, now))
-    print("run | tokens | GPU-resident (-1 none, -2 embedding+head, -3 embedding, k: -2 and layers 0..k-1) | held "
-          "| clip | measured s | its own prediction (ratio) | now (ratio)")
+    print("run | tokens | GPU-resident (-1 none, -2 embedding+head, -3 embedding, k: -2 and "
+          "layers 0..k-1) | held | clip | measured s | its own prediction (ratio) | now (ratio)")
     for name, T, dev, held, clip, measured, then, now in rows:
         print(f"{name} | {T} | {dev} | {held} | {int(clip)} | {measured:.3f} | "
               f"{then:.3f} ({measured / then:.3f}) | {now:.3f} ({measured / now:.3f})")

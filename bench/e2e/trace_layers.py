@@ -10,7 +10,7 @@ usage: python3 bench/e2e/trace_layers.py TRACE.json[.gz] [PLAN_LOG]
 """
 import re, statistics, sys
 
-from replay_predictions import CONFIG  # the e2e benchmark's model
+from replay_predictions import probe_layer
 from trace_file import events_of, step_spans
 
 COMPUTE = 1
@@ -21,22 +21,9 @@ def main():
     steps = step_spans(events)
     probe = None
     if len(sys.argv) > 2:
-        plan = open(sys.argv[2]).read()
-        m = re.search(r"the layer ([0-9.]+) µs/token forward, ([0-9.]+) µs/token recompute", plan)
-        t = re.search(r"steps of ≤ (\d+) tokens", plan)
-        if m and t:
-            tokens = int(t.group(1))
-            f, b = float(m.group(1)), float(m.group(2))
-            # Older logs print µs/token with one decimal: the plan's compute seconds (three
-            # decimals) less the head's FLOPs at the layer's rate give the layer's time exactly.
-            c = re.search(r"per step: compute ([0-9.]+) s", plan)
-            r = re.search(r"\(([0-9.]+) TFLOP/s\)", plan)
-            lm = re.search(r"(\d+) layers, hidden (\d+)", plan)
-            if c and r and lm:
-                layers, hidden = int(lm.group(1)), int(lm.group(2))
-                head = 6 * tokens * hidden * CONFIG["vocab_size"] / (float(r.group(1)) * 1e12)
-                per = (float(c.group(1)) - head) / (tokens * layers) * 1e6
-                f, b = per * f / (f + b), per * b / (f + b)
+        layer = probe_layer(open(sys.argv[2]).read())
+        if layer:
+            tokens, f, b = layer
             probe = (f * tokens / 1e3, b * tokens / 1e3)
     for s in steps[1:]:
         t0, t1 = s["ts"], s["ts"] + s["dur"]
