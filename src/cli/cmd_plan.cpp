@@ -9,6 +9,7 @@
 #include "cli/train_args.h"
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "engine/engine.h"
 #include "engine/host_check.h"
 #include "engine/machine.h"
 #include "engine/predict.h"
@@ -62,7 +63,14 @@ int cmd_plan(const std::vector<std::string>& argv) {
     setup.plan = weigh_held_share(setup.request, setup.plan, m, &held_note);
     setup.plan = weigh_moments_later(setup.request, setup.plan, m, &later_note);
   }
-  const EnginePlan& plan = setup.plan;
+  // The plan `train` allocates: its engine plans the device again once the backend exists, with
+  // what the device then holds (the context, the backend's scratch and libraries, here after the
+  // probe) in place of the reserve planned before it; the other choices stay this plan's.
+  PlanRequest engine_req = engine_plan_request(engine_options(c, setup), spec,
+                                               setup.backend->compute_dtype(),
+                                               setup.backend->device_memory().used);
+  engine_req.host_limit = setup.request.host_limit;  // --host-memory alone where NVMe plans
+  const EnginePlan plan = make_plan(engine_req);
   std::cout << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden "
             << spec.hidden << ", " << parameter_count(spec) << " parameters; steps of ≤ "
             << req.max_tokens << " tokens (≤ " << req.max_sequences

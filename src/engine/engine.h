@@ -126,6 +126,13 @@ struct TensorState {
 using WeightVisit =
     std::function<void(const TensorDesc&, int64_t begin, int64_t count, const float* src)>;
 
+// The plan request an engine made with `options` makes (Engine's constructor plans with it):
+// `device_used` is what the device already holds, the context and the backend's scratch
+// (Backend::device_memory().used), so the request plans no scratch of its own. `slideformer
+// plan` calls it too, to print the plan `train` will allocate.
+PlanRequest engine_plan_request(const EngineOptions& options, const ModelSpec& spec, DType dtype,
+                                uint64_t device_used);
+
 class Engine {
  public:
   Engine(Backend& backend, ModelSpec spec, EngineOptions options);
@@ -184,7 +191,7 @@ class Engine {
   // Device `rank`'s engine of a data-parallel run: the host state and the optimizer are
   // `primary`'s; its own are the device buffers, the streams, the checkpoints and the staging.
   Engine(Backend& backend, Engine& primary, int rank);
-  PlanRequest plan_request();  // from the options and the backend's device
+  PlanRequest plan_request();  // engine_plan_request, with the backend's device
   void init_outer_parts(const PlanRequest& req);
   // This engine's own: its batch staging, everything on the device, the streams and events.
   void setup_device(const PlanRequest& req);

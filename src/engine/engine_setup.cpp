@@ -35,35 +35,40 @@ void zero_floats(float* p, int64_t n) {
 
 }  // namespace
 
-PlanRequest Engine::plan_request() {
+PlanRequest engine_plan_request(const EngineOptions& o, const ModelSpec& spec, DType dtype,
+                                uint64_t device_used) {
   PlanRequest req;
-  req.spec = spec_;
-  req.dtype = dt_;
-  req.window = opt_.window;
-  req.max_tokens = opt_.max_tokens;
-  req.max_sequences = opt_.max_sequences;
-  req.max_sample_tokens = opt_.max_sample_tokens;
-  req.micro_tokens = opt_.micro_tokens;
-  req.mlp_tokens = opt_.mlp_tokens;
-  req.gpu_budget = opt_.gpu_budget;
-  req.device_outside = be_.device_memory().used;  // the context and the backend's scratch
-  req.clipping = opt_.max_grad_norm > 0;
-  req.grad_piece = opt_.grad_piece;
-  req.state_piece = opt_.state_piece;
-  req.device_optimizer = opt_.device_optimizer;
-  req.on_device = opt_.on_device;
-  req.held_units = opt_.held_units;
-  req.moments_later_units = opt_.moments_later_units;
-  req.nvme = !opt_.nvme_dir.empty();
-  req.nvme_layers = opt_.nvme_layers;
-  req.on_nvme = opt_.on_nvme;
-  req.nvme_masters = opt_.nvme_masters;
-  req.master_on_nvme = opt_.master_on_nvme;
-  req.nvme_checkpoints = opt_.nvme_checkpoints;
-  req.host_limit = host_limit_for_plan(opt_.host_budget, /*also_available=*/true);
-  req.devices = 1 + int(opt_.data_parallel.size());
-  req.ckpt_gpu_direct = opt_.nvme_gds;
+  req.spec = spec;
+  req.dtype = dtype;
+  req.window = o.window;
+  req.max_tokens = o.max_tokens;
+  req.max_sequences = o.max_sequences;
+  req.max_sample_tokens = o.max_sample_tokens;
+  req.micro_tokens = o.micro_tokens;
+  req.mlp_tokens = o.mlp_tokens;
+  req.gpu_budget = o.gpu_budget;
+  req.device_outside = device_used;
+  req.clipping = o.max_grad_norm > 0;
+  req.grad_piece = o.grad_piece;
+  req.state_piece = o.state_piece;
+  req.device_optimizer = o.device_optimizer;
+  req.on_device = o.on_device;
+  req.held_units = o.held_units;
+  req.moments_later_units = o.moments_later_units;
+  req.nvme = !o.nvme_dir.empty();
+  req.nvme_layers = o.nvme_layers;
+  req.on_nvme = o.on_nvme;
+  req.nvme_masters = o.nvme_masters;
+  req.master_on_nvme = o.master_on_nvme;
+  req.nvme_checkpoints = o.nvme_checkpoints;
+  req.host_limit = host_limit_for_plan(o.host_budget, /*also_available=*/true);
+  req.devices = 1 + int(o.data_parallel.size());
+  req.ckpt_gpu_direct = o.nvme_gds;
   return req;
+}
+
+PlanRequest Engine::plan_request() {
+  return engine_plan_request(opt_, spec_, dt_, be_.device_memory().used);
 }
 
 Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)

@@ -104,6 +104,34 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   return req;
 }
 
+EngineOptions engine_options(const TrainConfig& c, const RunSetup& s) {
+  const EnginePlan& p = s.plan;
+  const PlanRequest& r = s.request;
+  EngineOptions o;
+  o.window = c.window;
+  o.max_tokens = r.max_tokens;
+  o.max_sequences = r.max_sequences;
+  o.max_sample_tokens = r.max_sample_tokens;
+  o.micro_tokens = p.micro_tokens;
+  o.gpu_budget = p.gpu_budget;
+  o.host_budget = c.host_memory;
+  o.on_device = p.on_device;
+  // The plan's held share, or none where it dropped it to fit the host.
+  o.held_units = c.max_grad_norm == 0 && p.held_params == 0 ? 0 : int(c.held_gradients);
+  o.moments_later_units = int(std::count(p.moments_later.begin(), p.moments_later.end(), true));
+  o.nvme_dir = c.nvme_dir.string();
+  o.on_nvme = p.on_nvme;
+  o.master_on_nvme = p.master_on_nvme;
+  o.nvme_checkpoints = p.ckpt_on_nvme ? 1 : 0;
+  o.nvme_gds = p.ckpt_gds;
+  o.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
+  o.max_grad_norm = c.max_grad_norm;
+  for (const auto& b : s.more) o.data_parallel.push_back(b.get());
+  o.collective = s.collective.get();
+  o.balance_tokens = c.packing;
+  return o;
+}
+
 RunSetup make_run_setup(const std::string& name, PlanRequest r) {
   RunSetup s;
   const int n = r.devices;

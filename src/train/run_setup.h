@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "engine/engine.h"
 #include "engine/plan.h"
 #include "train/config.h"
 #include "train/data.h"
@@ -40,6 +41,13 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec, cons
 // With request.devices > 1: CUDA devices 0 … N-1 (each planned with its own use) and NCCL where
 // it loads (else the peer collective, said in devices_line); on the CPU, simulated devices.
 RunSetup make_run_setup(const std::string& backend, PlanRequest request);
+
+// The engine's options for the run `s` plans (after weigh_held_share and weigh_moments_later):
+// the plan's choices fixed (M, the GPU-resident, held, later-written and NVMe units, the GPUs),
+// so the engine plans again only the device, with its real use. `train` adds what is the run's
+// own (the trace, the checkpoints' measured path, the initial weights); `plan` makes from these
+// the plan `train` will allocate (engine_plan_request).
+EngineOptions engine_options(const TrainConfig& c, const RunSetup& s);
 
 // Device memory the CUDA libraries take when the backend is made (cuBLASLt and cuDNN handles,
 // kernels' modules), beyond the scratch the planner counts: reserved in the plan before the

@@ -172,24 +172,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
       setup.plan = weigh_moments_later(setup.request, setup.plan, *mc, &note);
       if (!note.empty()) log << note << "\n";
     }
-  EngineOptions opt;
-  opt.window = c.window;
-  opt.max_tokens = req.max_tokens;
-  opt.max_sequences = req.max_sequences;
-  opt.max_sample_tokens = req.max_sample_tokens;
-  opt.micro_tokens = setup.plan.micro_tokens;
-  opt.gpu_budget = setup.plan.gpu_budget;
-  opt.host_budget = c.host_memory;
-  opt.on_device = setup.plan.on_device;
-  // The plan's held share, or none where it dropped it to fit the host.
-  opt.held_units = c.max_grad_norm == 0 && setup.plan.held_params == 0 ? 0 : int(c.held_gradients);
-  opt.moments_later_units =
-      int(std::count(setup.plan.moments_later.begin(), setup.plan.moments_later.end(), true));
-  opt.nvme_dir = c.nvme_dir.string();
-  opt.on_nvme = setup.plan.on_nvme;
-  opt.master_on_nvme = setup.plan.master_on_nvme;
-  opt.nvme_checkpoints = setup.plan.ckpt_on_nvme ? 1 : 0;
-  opt.nvme_gds = setup.plan.ckpt_gds;
+  EngineOptions opt = engine_options(c, setup);
   if (opt.nvme_gds && c.nvme_gds == "auto") {  // the faster path for these checkpoints, measured
     const CheckpointPathRates rates = NvmeCheckpoints::measure_paths(
         *backend, c.nvme_dir, uint64_t(req.max_tokens * spec.hidden) * dtype_size(DType::kBF16));
@@ -198,11 +181,6 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
         << "; taken: " << (opt.nvme_gds ? "GPUDirect Storage" : "pinned slots + io_uring") << "\n";
   }
   opt.trace_path = c.trace.string();
-  opt.adamw = AdamWParams{c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
-  opt.max_grad_norm = c.max_grad_norm;
-  for (auto& b : setup.more) opt.data_parallel.push_back(b.get());
-  opt.collective = setup.collective.get();
-  opt.balance_tokens = c.packing;
   if (!setup.devices_line.empty()) log << "data parallel: " << setup.devices_line << "\n";
   // A fresh run's weights are read and converted by the threads that pin the host memory, as
   // each unit's buffer is taken (EngineOptions::initial_weights); a resumed run's come after.

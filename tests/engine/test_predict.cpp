@@ -460,6 +460,15 @@ TEST(MachineConstants, TheLayerIsTimedAfterItRanBackToBack) {
   fs::remove_all(d);
 }
 
+// The "plan: " line of a command's output and the indented lines after it (EnginePlan::describe).
+std::string printed_plan(const std::string& out) {
+  size_t b = out.find("plan: ");
+  if (b == std::string::npos) return "";
+  size_t e = out.find('\n', b);
+  while (e != std::string::npos && out.compare(e + 1, 2, "  ") == 0) e = out.find('\n', e + 1);
+  return out.substr(b, e == std::string::npos ? std::string::npos : e - b);
+}
+
 TEST(PlanCommand, PrintsThePlanThePeaksAndThePredictionAndTrainComparesWithIt) {
   using testing::run_slideformer;
   const fs::path d = testing::fresh_dir("plan_command");
@@ -486,8 +495,12 @@ TEST(PlanCommand, PrintsThePlanThePeaksAndThePredictionAndTrainComparesWithIt) {
   EXPECT_NE(r.out.find("does not fit: not enough host memory"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(--host-memory)"), std::string::npos) << r.out;
   // train reads the cache plan wrote, and compares its steps with the prediction
+  const std::string plan_block = printed_plan(r.out);
   r = run_slideformer("train " + base + " --max-steps 4 --no-save");
   ASSERT_EQ(r.code, 0) << r.out;
+  // the plan train allocates is the one plan printed, line for line
+  ASSERT_NE(plan_block.find("\n  device: "), std::string::npos) << plan_block;
+  EXPECT_NE(r.out.find(plan_block), std::string::npos) << plan_block << "\n" << r.out;
   EXPECT_NE(r.out.find("predicted step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("timing: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("measured / predicted"), std::string::npos) << r.out;
