@@ -66,9 +66,9 @@ int cmd_plan(const std::vector<std::string>& argv) {
   // The plan `train` allocates: its engine plans the device again once the backend exists, with
   // what the device then holds (the context, the backend's scratch and libraries, here after the
   // probe) in place of the reserve planned before it; the other choices stay this plan's.
-  PlanRequest engine_req = engine_plan_request(engine_options(c, setup), spec,
-                                               setup.backend->compute_dtype(),
-                                               setup.backend->device_memory().used);
+  PlanRequest engine_req =
+      engine_plan_request(engine_options(c, setup), spec, setup.backend->compute_dtype(),
+                          setup.backend->device_memory().used);
   engine_req.host_limit = setup.request.host_limit;  // --host-memory alone where NVMe plans
   const EnginePlan plan = make_plan(engine_req);
   std::cout << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden "
