@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# Call P2 (the machine of P1, warm; carry .dev/e2e): the five and 8192x8 at 12 GiB, where
+# Call P2 (the machine of P1, warm, or a fresh one: then the CUDA tests and the checkpoint first;
+# carry .dev/e2e): the five and 8192x8 at 12 GiB, where
 # `plan`'s device peak was 5.3 % (1024x16, H100) and 5.5 % (1024x64, H200) above NVML's before
 # it printed the engine's plan; then `plan` once more for 1024x16 with the constants cached (no
 # probe ran in it: its device use is the backend's alone, as train's engine sees it).
 set -uo pipefail
 R=$OUT/p2; mkdir -p $R
-B=.dev/e2e; S0=$SECONDS; left() { echo $((540 - (SECONDS - S0))); }
+B=.dev/e2e; S0=$SECONDS; left() { echo $((560 - (SECONDS - S0))); }
+if [ ! -f /tmp/sf_e2e/model/config.json ]; then
+  { nvidia-smi -L; nproc; free -g; } > $R/machine.txt
+  timeout 90 $B/sf_cuda_tests \
+    --gtest_filter='*CudaGolden*:CudaOptimizer*:*NoAllocation*:*CudaResident*' > $R/cuda_tests.log 2>&1
+  timeout 120 python3 bench/e2e/make_inputs.py /tmp/sf_e2e/model /tmp/sf_e2e/data.jsonl 32 \
+    > $R/make_inputs.log 2>&1
+  sync; sleep 5
+fi
 for cfg in 1024x16 1024x64 1024x8 1024x32 2048x32 8192x8; do
   [ $(left) -gt 70 ] && timeout $(( $(left) - 10 )) env OUT=$R/e2e12 BIN=$B STEPS=3 GPU_MEM=12GiB \
     bash bench/e2e/run.sh $cfg >> $R/e2e_12.txt 2>&1
