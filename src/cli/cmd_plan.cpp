@@ -53,6 +53,9 @@ int cmd_plan(const std::vector<std::string>& argv) {
   if (c.nvme_bandwidth > 0) req.nvme = true;
   if (req.nvme) req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/false);
   RunSetup setup = make_run_setup(c.backend, req);
+  // What the device holds once the backend exists (the context, its scratch and libraries'
+  // handles): what train's engine finds when it plans, taken before the probe below runs.
+  const uint64_t device_used = setup.backend->device_memory().used;
   std::string note;
   const fs::path file = c.machine_file.empty() ? default_machine_file() : c.machine_file;
   MachineConstants m = machine_constants(*setup.backend, spec, setup.plan.micro_tokens,
@@ -64,11 +67,10 @@ int cmd_plan(const std::vector<std::string>& argv) {
     setup.plan = weigh_moments_later(setup.request, setup.plan, m, &later_note);
   }
   // The plan `train` allocates: its engine plans the device again once the backend exists, with
-  // what the device then holds (the context, the backend's scratch and libraries, here after the
-  // probe) in place of the reserve planned before it; the other choices stay this plan's.
-  PlanRequest engine_req =
-      engine_plan_request(engine_options(c, setup), spec, setup.backend->compute_dtype(),
-                          setup.backend->device_memory().used);
+  // the device's real use in place of the reserve planned before it; the other choices stay
+  // this plan's.
+  PlanRequest engine_req = engine_plan_request(engine_options(c, setup), spec,
+                                               setup.backend->compute_dtype(), device_used);
   engine_req.host_limit = setup.request.host_limit;  // --host-memory alone where NVMe plans
   const EnginePlan plan = make_plan(engine_req);
   std::cout << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden "

@@ -2,8 +2,9 @@
 # Call P2 (the machine of P1, warm, or a fresh one: then the CUDA tests and the checkpoint first;
 # carry .dev/e2e): the five and 8192x8 at 12 GiB, where
 # `plan`'s device peak was 5.3 % (1024x16, H100) and 5.5 % (1024x64, H200) above NVML's before
-# it printed the engine's plan; then `plan` once more for 1024x16 with the constants cached (no
-# probe ran in it: its device use is the backend's alone, as train's engine sees it).
+# it printed the engine's plan (the device's use taken once the backend exists, before the probe,
+# as train's engine takes it); then `plan` once more for 1024x16 with the constants cached (no
+# probe): the same plan.
 set -uo pipefail
 R=$OUT/p2; mkdir -p $R
 B=.dev/e2e; S0=$SECONDS; left() { echo $((560 - (SECONDS - S0))); }
