@@ -4,8 +4,8 @@
 # stripped):
 #  1. the CUDA golden cases, the optimizer's tests, NoAllocationInStep, the resident layers;
 #  2. the issue's five at 24 GiB with this HEAD: `plan` now prints the plan `train` allocates
-#     (engine_plan_request with the device's use once the backend exists, as train's engine), so run.sh's "predicted device"
-#     is that plan's figure against NVML's peak;
+#     (engine_plan_request with the device's use once the backend exists, as train's engine
+#     takes it), so run.sh's "predicted device" is that plan's figure against NVML's peak;
 #  3. the PyTorch control at 1024x8 in the same call.
 # The checkpoint is synced to disk before the probe: on 2026-12-07 the probe measured right
 # after make_inputs wrote it gave host memcpy 52.5 GB/s against 90.1 three minutes later.
