@@ -60,6 +60,18 @@ int cmd_plan(const std::vector<std::string>& argv) {
   const fs::path file = c.machine_file.empty() ? default_machine_file() : c.machine_file;
   MachineConstants m = machine_constants(*setup.backend, spec, setup.plan.micro_tokens,
                                          req.max_sample_tokens, file, remeasure, &note);
+  // The NVMe tier's disk, given or measured in its directory: every prediction below needs it.
+  std::string disk_line;
+  if (setup.plan.nvme_disk > 0) {
+    if (c.nvme_bandwidth > 0) {
+      m.nvme_read_gbps = m.nvme_write_gbps = c.nvme_bandwidth;
+      disk_line = str_cat("NVMe disk: ", c.nvme_bandwidth, " GB/s read and write (given)");
+    } else {
+      const NvmeBandwidth b = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
+      m = m.with_disk(b);
+      disk_line = "NVMe disk: " + describe(b, c.nvme_dir);
+    }
+  }
   std::string held_note;  // the plan's own held share only where the prediction says it pays
   std::string later_note;  // with clipping: the m and v written later where that pays
   if (c.gpus == 1) {
@@ -71,7 +83,9 @@ int cmd_plan(const std::vector<std::string>& argv) {
   // this plan's.
   PlanRequest engine_req = engine_plan_request(engine_options(c, setup), spec,
                                                setup.backend->compute_dtype(), device_used);
-  engine_req.host_limit = setup.request.host_limit;  // --host-memory alone where NVMe plans
+  // Planning for another machine: --host-memory alone, and a disk named by its bandwidth alone.
+  engine_req.host_limit = setup.request.host_limit;
+  engine_req.nvme = setup.request.nvme;
   const EnginePlan plan = make_plan(engine_req);
   std::cout << "model " << spec.arch_name << ": " << spec.layers << " layers, hidden "
             << spec.hidden << ", " << parameter_count(spec) << " parameters; steps of ≤ "
@@ -97,18 +111,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   std::cout << "\n";
 
   std::cout << describe(m) << "\n  " << note << "\n";
-  if (plan.nvme_disk > 0) {
-    if (c.nvme_bandwidth > 0) {
-      m.nvme_read_gbps = m.nvme_write_gbps = c.nvme_bandwidth;
-      std::cout << "NVMe disk: " << c.nvme_bandwidth << " GB/s read and write (given)\n";
-    } else {
-      const NvmeBandwidth b = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
-      m.nvme_read_gbps = b.read_gbps;
-      m.nvme_write_gbps = b.write_gbps;
-      m.nvme_mixed_gbps = b.mixed_gbps;
-      std::cout << "NVMe disk: " << describe(b, c.nvme_dir) << "\n";
-    }
-  }
+  if (!disk_line.empty()) std::cout << disk_line << "\n";
   const StepPrediction p = predict_step(plan, spec, m, req.max_tokens, c.max_grad_norm > 0);
   std::cout << p.describe(req.max_tokens) << "\n";
   if (!host.fits()) {

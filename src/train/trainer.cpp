@@ -162,10 +162,16 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
                      output_bytes);
   std::unique_ptr<Backend>& backend = setup.backend;
   const fs::path machine_file = c.machine_file.empty() ? default_machine_file() : c.machine_file;
+  // The NVMe tier's disk, measured in its directory: the predictions' disk rates (the weighing
+  // below predicts too) and the floor the step is reported against.
+  std::optional<NvmeBandwidth> disk;
+  if (setup.plan.nvme_disk > 0) disk = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
+  startup.mark("disk probe");
   // The plan's own held share only where the prediction says it pays (one GPU, constants cached).
   if (c.gpus == 1)
     if (auto mc = cached_machine_constants(*backend, spec, setup.plan.micro_tokens,
                                            req.max_sample_tokens, machine_file)) {
+      if (disk) *mc = mc->with_disk(*disk);
       std::string note;
       setup.plan = weigh_held_share(setup.request, setup.plan, *mc, &note);
       if (!note.empty()) log << note << "\n";
@@ -189,11 +195,7 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   startup.mark(resume ? "allocation" : "allocation with the weights");
   log << "plan: " << engine.plan().describe() << "\n";
   if (!engine.cpu_placement().empty()) log << "  " << engine.cpu_placement() << "\n";
-  // The NVMe tier's disk, measured in its directory: the prediction's disk rates and the floor
-  // the step is reported against.
-  std::optional<NvmeBandwidth> disk;
-  if (engine.plan().nvme_disk > 0) {
-    disk = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
+  if (disk) {
     const double floor = disk->seconds(engine.plan().nvme_read_bytes, engine.plan().nvme_write_bytes);
     log << "NVMe disk: " << describe(*disk, c.nvme_dir) << "; the disk floor of a step is " << floor
         << " s (" << engine.plan().nvme_read_bytes * 1e-9 << " GB read + "
@@ -206,16 +208,12 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     if (auto mc = c.gpus > 1 ? std::nullopt
                              : cached_machine_constants(*backend, spec, engine.plan().micro_tokens,
                                                         req.max_sample_tokens, machine_file)) {
-      if (disk) {
-        mc->nvme_read_gbps = disk->read_gbps;
-        mc->nvme_write_gbps = disk->write_gbps;
-        mc->nvme_mixed_gbps = disk->mixed_gbps;
-      }
+      if (disk) *mc = mc->with_disk(*disk);
       predicted = predict_step(engine.plan(), spec, *mc, req.max_tokens, c.max_grad_norm > 0);
       log << predicted->describe(req.max_tokens) << " (" << describe(*mc) << ")\n";
     }
   }
-  startup.mark("disk probe and prediction");
+  startup.mark("prediction");
   int64_t start_step = 0;
   if (resume) {
     const TrainerState& st = *resumed;

@@ -14,6 +14,7 @@
 #include "engine/plan.h"
 #include "engine/predict.h"
 #include "engine/unit_state.h"
+#include "io/nvme_store.h"
 #include "model/layout.h"
 #include "model/spec.h"
 
@@ -508,6 +509,43 @@ TEST(PlanCommand, PrintsThePlanThePeaksAndThePredictionAndTrainComparesWithIt) {
   r = run_slideformer("train " + base + " --max-steps 1 --no-save --host-memory 1MiB");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("not enough host memory"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+// With the machine's constants cached, a run whose plan has an NVMe tier weighs its plan with the
+// disk's rates (measured in its directory, or given to `plan` for another machine): the weighing
+// predicts the step, and without them it refused ("the disk's bandwidth is unknown").
+TEST(PlanCommand, AnNvmeTierIsWeighedWithTheDisksRates) {
+  using testing::run_slideformer;
+  std::string why;
+  if (!NvmeStore::io_uring_available(&why)) GTEST_SKIP() << "io_uring cannot be set up: " << why;
+  const fs::path d = testing::fresh_dir("plan_nvme");
+  const fs::path model = testing::tiny_model(d / "m");
+  testing::write_text(d / "t.txt", std::string(4000, 'a') + "bcdefg hijklmnop");
+  fs::create_directories(d / "scratch");
+  const std::string base = "--model " + model.string() + " --data " + (d / "t.txt").string() +
+                           " --cutoff-len 64 --batch-size 2 --backend cpu --max-grad-norm 1 " +
+                           "--machine-file " + (d / "machine.json").string();
+  {
+    auto be = make_cpu_backend();
+    machine_constants(*be, load_model_spec(model), 128, 64, d / "machine.json", false, nullptr,
+                      kSmall);
+  }
+  const std::string nvme = " --nvme-dir " + (d / "scratch").string() + " --nvme-layers 1";
+  testing::CommandResult r = run_slideformer("plan " + base + nvme);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* want : {"the Adam m and v of layer 0 (", "NVMe disk: write", "predicted step "})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  const std::string plan_block = printed_plan(r.out);
+  r = run_slideformer("plan " + base + " --nvme-bandwidth 2 --nvme-layers 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("NVMe disk: 2 GB/s read and write (given)"), std::string::npos) << r.out;
+  r = run_slideformer("train " + base + nvme + " --max-steps 2 --no-save");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(plan_block), std::string::npos) << plan_block << "\n" << r.out;
+  EXPECT_NE(r.out.find("the disk floor of a step is"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("measured / predicted"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(d / "scratch"));
   fs::remove_all(d);
 }
 
