@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/atomic_file.h"
+#include "io/nvme_probe.h"
 #include "model/layer.h"
 #include "model/layout.h"
 #include "model/rope.h"
@@ -411,6 +412,14 @@ MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t m
   } catch (const std::exception& e) {
     if (note) *note = str_cat("machine constants measured now; not cached (", e.what(), ")");
   }
+  return m;
+}
+
+MachineConstants MachineConstants::with_disk(const NvmeBandwidth& disk) const {
+  MachineConstants m = *this;
+  m.nvme_read_gbps = disk.read_gbps;
+  m.nvme_write_gbps = disk.write_gbps;
+  m.nvme_mixed_gbps = disk.mixed_gbps;
   return m;
 }
 

@@ -15,6 +15,8 @@
 
 namespace sf {
 
+struct NvmeBandwidth;  // io/nvme_probe.h
+
 struct MachineConstants {
   std::string key;     // what was measured: device, layer shape, micro-batch, sample length
   std::string device;  // the backend and its device
@@ -38,15 +40,7 @@ struct MachineConstants {
   // given (plan --nvme-bandwidth); not part of the cached measurement.
   double nvme_read_gbps = 0, nvme_write_gbps = 0;
   double nvme_mixed_gbps = 0;  // both at once (NvmeBandwidth::mixed_gbps); 0: not measured
-  // With the disk's rates (io/nvme_probe.h: NvmeBandwidth, or a type with its three fields).
-  template <class Disk>
-  MachineConstants with_disk(const Disk& d) const {
-    MachineConstants m = *this;
-    m.nvme_read_gbps = d.read_gbps;
-    m.nvme_write_gbps = d.write_gbps;
-    m.nvme_mixed_gbps = d.mixed_gbps;
-    return m;
-  }
+  MachineConstants with_disk(const NvmeBandwidth& disk) const;  // its rates set from `disk`
 };
 
 // The key of a measurement: the backend's device, the layer's shape, M and the sample length.

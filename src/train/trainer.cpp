@@ -165,8 +165,10 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   // The NVMe tier's disk, measured in its directory: the predictions' disk rates (the weighing
   // below predicts too) and the floor the step is reported against.
   std::optional<NvmeBandwidth> disk;
-  if (setup.plan.nvme_disk > 0) disk = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
-  startup.mark("disk probe");
+  if (setup.plan.nvme_disk > 0) {
+    disk = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
+    startup.mark("disk probe");
+  }
   // The plan's own held share only where the prediction says it pays (one GPU, constants cached).
   if (c.gpus == 1)
     if (auto mc = cached_machine_constants(*backend, spec, setup.plan.micro_tokens,
