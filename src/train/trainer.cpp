@@ -169,17 +169,21 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     disk = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
     startup.mark("disk probe");
   }
-  // The plan's own held share only where the prediction says it pays (one GPU, constants cached).
+  // This machine's constants at this M, where `plan` cached them (one GPU's: a data-parallel
+  // step's prediction is planned): the plan's own held share and later-written m and v only where
+  // they predict a gain, and the step time predicted below. The engine keeps this plan's M.
+  std::optional<MachineConstants> mc;
   if (c.gpus == 1)
-    if (auto mc = cached_machine_constants(*backend, spec, setup.plan.micro_tokens,
-                                           req.max_sample_tokens, machine_file)) {
-      if (disk) *mc = mc->with_disk(*disk);
-      std::string note;
-      setup.plan = weigh_held_share(setup.request, setup.plan, *mc, &note);
-      if (!note.empty()) log << note << "\n";
-      setup.plan = weigh_moments_later(setup.request, setup.plan, *mc, &note);
-      if (!note.empty()) log << note << "\n";
-    }
+    mc = cached_machine_constants(*backend, spec, setup.plan.micro_tokens, req.max_sample_tokens,
+                                  machine_file);
+  if (mc) {
+    if (disk) *mc = mc->with_disk(*disk);
+    std::string note;
+    setup.plan = weigh_held_share(setup.request, setup.plan, *mc, &note);
+    if (!note.empty()) log << note << "\n";
+    setup.plan = weigh_moments_later(setup.request, setup.plan, *mc, &note);
+    if (!note.empty()) log << note << "\n";
+  }
   EngineOptions opt = engine_options(c, setup);
   if (opt.nvme_gds && c.nvme_gds == "auto") {  // the faster path for these checkpoints, measured
     const CheckpointPathRates rates = NvmeCheckpoints::measure_paths(
@@ -203,17 +207,10 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
         << " s (" << engine.plan().nvme_read_bytes * 1e-9 << " GB read + "
         << engine.plan().nvme_write_bytes * 1e-9 << " GB written)\n";
   }
-  // The step time predicted from this machine's measured constants, where `plan` cached them.
   std::optional<StepPrediction> predicted;
-  {
-    // (One GPU's: a data-parallel step's prediction is planned.)
-    if (auto mc = c.gpus > 1 ? std::nullopt
-                             : cached_machine_constants(*backend, spec, engine.plan().micro_tokens,
-                                                        req.max_sample_tokens, machine_file)) {
-      if (disk) *mc = mc->with_disk(*disk);
-      predicted = predict_step(engine.plan(), spec, *mc, req.max_tokens, c.max_grad_norm > 0);
-      log << predicted->describe(req.max_tokens) << " (" << describe(*mc) << ")\n";
-    }
+  if (mc) {
+    predicted = predict_step(engine.plan(), spec, *mc, req.max_tokens, c.max_grad_norm > 0);
+    log << predicted->describe(req.max_tokens) << " (" << describe(*mc) << ")\n";
   }
   startup.mark("prediction");
   int64_t start_step = 0;
