@@ -97,6 +97,23 @@ if per:
     if host:  # the bytes through host memory, and the prediction's floor for them where measured
         floors += f", host memory {float(host.group(1)):.0f} GB" + (
             f" {float(host.group(2)):.2f} s" if host.group(2) else "")
+def plan_block(out):  # the "plan: " line and its indented lines (EnginePlan::describe)
+    b = out.find("plan: ")
+    if b < 0:
+        return []
+    lines = out[b:].splitlines()
+    n = 1
+    while n < len(lines) and lines[n].startswith("  "):
+        n += 1
+    return lines[:n]
+# item 5: the plan train allocates is the one `plan` printed
+same = ""
+if plan:
+    pb, tb = plan_block(plan), plan_block(text)
+    diff = [(a, b) for a, b in zip(pb, tb) if a != b]
+    same = ("; train's plan = plan's" if pb and pb == tb else
+            f"; train's plan DIFFERS from plan's ({len(pb)} vs {len(tb)} lines"
+            + (f"; first: '{diff[0][0].strip()}' vs '{diff[0][1].strip()}'" if diff else "") + ")")
 pred = ""
 if p_step:
     meas_step = S * int(cfg.split("x")[1]) / tok
@@ -109,7 +126,7 @@ print(f"{cfg} cap {cap} clip {clip}: {tok:,.0f} tok/s, {tflops:.0f} TFLOPS, M {m
       f"engine device {dev.group(1) if dev else '?'} GiB, device peak (NVML) {int(peak_mib) / 1024:.1f} GiB, "
       f"{rss_text}, "
       f"start-up {su.group(1) if su else '?'} s, steps {[round(r) for r in rates]}"
-      + (f", GPU busy {busy[-1]} %" if busy else "") + clock + pred + floors
+      + (f", GPU busy {busy[-1]} %" if busy else "") + clock + pred + same + floors
       + (f"; NVMe disk floor {float(floor.group(1)):.2f} s a step, measured step "
          f"{S * int(cfg.split('x')[1]) / tok:.2f} s: {float(floor.group(1)) / (S * int(cfg.split('x')[1]) / tok):.0%} "
          f"of the floor's rate" if floor else ""))
