@@ -81,8 +81,10 @@ int cmd_plan(const std::vector<std::string>& argv) {
   // The plan `train` allocates: its engine plans the device again once the backend exists, with
   // the device's real use in place of the reserve planned before it; the other choices stay
   // this plan's.
-  PlanRequest engine_req = engine_plan_request(engine_options(c, setup), spec,
-                                               setup.backend->compute_dtype(), device_used);
+  EngineOptions opt = engine_options(c, setup);
+  const std::string ckpt_path_line = choose_checkpoint_path(opt, c, setup, spec);
+  PlanRequest engine_req =
+      engine_plan_request(opt, spec, setup.backend->compute_dtype(), device_used);
   // Planning for another machine: --host-memory alone, and a disk named by its bandwidth alone.
   engine_req.host_limit = setup.request.host_limit;
   engine_req.nvme = setup.request.nvme;
@@ -112,6 +114,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
 
   std::cout << describe(m) << "\n  " << note << "\n";
   if (!disk_line.empty()) std::cout << disk_line << "\n";
+  if (!ckpt_path_line.empty()) std::cout << ckpt_path_line << "\n";
   const StepPrediction p = predict_step(plan, spec, m, req.max_tokens, c.max_grad_norm > 0);
   std::cout << p.describe(req.max_tokens) << "\n";
   if (!host.fits()) {

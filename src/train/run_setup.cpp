@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/pci_topology.h"
 #include "engine/host_check.h"
+#include "engine/nvme_checkpoints.h"
 
 #include <algorithm>
 
@@ -130,6 +131,16 @@ EngineOptions engine_options(const TrainConfig& c, const RunSetup& s) {
   o.collective = s.collective.get();
   o.balance_tokens = c.packing;
   return o;
+}
+
+std::string choose_checkpoint_path(EngineOptions& o, const TrainConfig& c, const RunSetup& s,
+                                   const ModelSpec& spec) {
+  if (!o.nvme_gds || c.nvme_gds != "auto" || c.nvme_dir.empty()) return "";
+  const CheckpointPathRates rates = NvmeCheckpoints::measure_paths(
+      *s.backend, c.nvme_dir, uint64_t(s.request.max_tokens * spec.hidden) * dtype_size(DType::kBF16));
+  o.nvme_gds = rates.gds_faster();
+  return rates.describe() + "; taken: " +
+         (o.nvme_gds ? "GPUDirect Storage" : "pinned slots + io_uring");
 }
 
 RunSetup make_run_setup(const std::string& name, PlanRequest r) {

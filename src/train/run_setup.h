@@ -49,6 +49,14 @@ RunSetup make_run_setup(const std::string& backend, PlanRequest request);
 // the plan `train` will allocate (engine_plan_request).
 EngineOptions engine_options(const TrainConfig& c, const RunSetup& s);
 
+// nvme_gds auto, with the checkpoints' GPUDirect slots planned in o: measures both paths in
+// c.nvme_dir on s's backend (NvmeCheckpoints::measure_paths) and keeps the faster in
+// o.nvme_gds, which sets the slots the engine plans. Returns the measurement and the choice for
+// the log; empty where nothing was measured. `train` and `plan` both choose by it, so `plan`
+// prints the plan `train` allocates.
+std::string choose_checkpoint_path(EngineOptions& o, const TrainConfig& c, const RunSetup& s,
+                                   const ModelSpec& spec);
+
 // Device memory the CUDA libraries take when the backend is made (cuBLASLt and cuDNN handles,
 // kernels' modules), beyond the scratch the planner counts: reserved in the plan before the
 // backend exists; the engine then checks the budget against the device's real use.

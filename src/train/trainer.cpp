@@ -185,13 +185,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     if (!note.empty()) log << note << "\n";
   }
   EngineOptions opt = engine_options(c, setup);
-  if (opt.nvme_gds && c.nvme_gds == "auto") {  // the faster path for these checkpoints, measured
-    const CheckpointPathRates rates = NvmeCheckpoints::measure_paths(
-        *backend, c.nvme_dir, uint64_t(req.max_tokens * spec.hidden) * dtype_size(DType::kBF16));
-    opt.nvme_gds = rates.gds_faster();
-    log << rates.describe()
-        << "; taken: " << (opt.nvme_gds ? "GPUDirect Storage" : "pinned slots + io_uring") << "\n";
-  }
+  // nvme_gds auto: the faster path for these checkpoints, measured
+  if (const std::string path = choose_checkpoint_path(opt, c, setup, spec); !path.empty())
+    log << path << "\n";
   opt.trace_path = c.trace.string();
   if (!setup.devices_line.empty()) log << "data parallel: " << setup.devices_line << "\n";
   // A fresh run's weights are read and converted by the threads that pin the host memory, as
