@@ -1,12 +1,12 @@
 #include "train/run_setup.h"
 
+#include <algorithm>
+
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/pci_topology.h"
 #include "engine/host_check.h"
 #include "engine/nvme_checkpoints.h"
-
-#include <algorithm>
 
 namespace sf {
 namespace {
@@ -137,10 +137,11 @@ std::string choose_checkpoint_path(EngineOptions& o, const TrainConfig& c, const
                                    const ModelSpec& spec) {
   if (!o.nvme_gds || c.nvme_gds != "auto" || c.nvme_dir.empty()) return "";
   const CheckpointPathRates rates = NvmeCheckpoints::measure_paths(
-      *s.backend, c.nvme_dir, uint64_t(s.request.max_tokens * spec.hidden) * dtype_size(DType::kBF16));
+      *s.backend, c.nvme_dir,
+      uint64_t(s.request.max_tokens * spec.hidden) * dtype_size(DType::kBF16));
   o.nvme_gds = rates.gds_faster();
-  return rates.describe() + "; taken: " +
-         (o.nvme_gds ? "GPUDirect Storage" : "pinned slots + io_uring");
+  return rates.describe() +
+         "; taken: " + (o.nvme_gds ? "GPUDirect Storage" : "pinned slots + io_uring");
 }
 
 RunSetup make_run_setup(const std::string& name, PlanRequest r) {
