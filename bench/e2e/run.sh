@@ -78,7 +78,7 @@ su = re.search(r"start-up: ([0-9.]+) s", text)
 busy = re.findall(r"GPU busy ([0-9.]+) %", text)
 plan_path = path[:-len(".log")] + ".plan.log"
 plan = open(plan_path).read() if os.path.exists(plan_path) else ""
-p_step = re.search(r"predicted step ([0-9.]+) s", plan)
+p_step = re.search(r"^predicted step ([0-9.]+) s", plan, re.M)  # not a weighing's "predicted step … with"
 p_dev = re.search(r"device peak: ([0-9.]+) GiB", plan)
 p_host = re.search(r"host peak: ([0-9.]+) GiB", plan)
 ratio = re.search(r"measured / predicted ([0-9.]+)", text)
@@ -111,7 +111,8 @@ same = ""
 if plan:
     pb, tb = plan_block(plan), plan_block(text)
     diff = [(a, b) for a, b in zip(pb, tb) if a != b]
-    same = ("; train's plan = plan's" if pb and pb == tb else
+    # train adds its own lines after the plan (the optimizer threads' CPUs): plan's block is a prefix
+    same = ("; train's plan = plan's" if pb and tb[:len(pb)] == pb else
             f"; train's plan DIFFERS from plan's ({len(pb)} vs {len(tb)} lines"
             + (f"; first: '{diff[0][0].strip()}' vs '{diff[0][1].strip()}'" if diff else "") + ")")
 pred = ""
