@@ -4,7 +4,8 @@
 // The step time the current predictor (engine/predict.h) gives for a run logged earlier, from the
 // plan's shape and the machine constants that run measured (its `plan` log): no GPU needed.
 // DEVICE_LAYERS: -1 no GPU-resident share, -2 the embedding and the head, -3 the embedding alone,
-// k >= 0: the embedding, the head and decoder layers 0..k-1; HELD: held units without clipping (the
+// k >= 0: the embedding, the head and decoder layers 0..k-1, -10 - k: the embedding and decoder
+// layers 0..k-1 with the head on the host (the plan's choice where the head does not fit); HELD: held units without clipping (the
 // plan's count); CLIP: 0 or 1; H2D, D2H in GB/s; ADAM, ADAM_COPY in G params/s; FWD, BWD in µs per
 // token of one layer; TFLOPS: the layer's rate (the fused head's); ADAM_MASTER, ADAM_MOMENTS (G
 // params/s): the clipped update's two passes alone — given, with CLIP 1 the m and v written later
@@ -13,6 +14,7 @@
 // count of host units with m and v written later, from the bottom up (-1: weigh them as above).
 // Prints the predicted step and its breakdown. bench/e2e/replay_predictions.py drives it over the
 // logs under bench/e2e.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -47,11 +49,13 @@ int main(int argc, char** argv) {
     r.clipping = std::atoi(argv[6]) != 0;
     r.held_units = r.clipping ? -1 : std::atoi(argv[5]);
     r.device_optimizer = DeviceOptimizer::kOff;
-    if (device_layers >= -3 && device_layers != -1) {
+    if (device_layers != -1) {
+      const bool head = device_layers >= -2;
+      const int layers = device_layers <= -10 ? -10 - device_layers : std::max(device_layers, 0);
       r.on_device.assign(unit_layouts(spec).size(), false);
       r.on_device.front() = true;
-      r.on_device.back() = device_layers != -3;
-      for (int k = 0; k < device_layers; ++k) r.on_device[size_t(1 + k)] = true;
+      r.on_device.back() = head;
+      for (int k = 0; k < layers; ++k) r.on_device[size_t(1 + k)] = true;
     }
     EnginePlan plan = make_plan(r);
     MachineConstants m;

@@ -67,8 +67,10 @@ def replay(binary, model_dir, layers, plan_text, clip):
         n, first = layers_named(od.group(1))
         if n == 0:
             dev = -2 if "head" in od.group(1) else -3  # the embedding and the head, or it alone
-        else:
+        elif "head" in od.group(1):
             dev = first + n
+        else:  # layers with the embedding alone, the head on the host
+            dev = -10 - (first + n)
     held = 0
     hm = re.search(r"held, updated in forward order behind the ring: (.*?\))", plan_text)
     if hm:
@@ -123,7 +125,7 @@ def main():
                 rows.append((os.path.relpath(plan[: -len(".plan.log")]), T, dev, held, clip,
                              measured, then, now))
     print("run | tokens | GPU-resident (-1 none, -2 embedding+head, -3 embedding, k: -2 and "
-          "layers 0..k-1) | held | clip | measured s | its own prediction (ratio) | now (ratio)")
+          "layers 0..k-1, -10-k: -3 and layers 0..k-1) | held | clip | measured s | its own prediction (ratio) | now (ratio)")
     for name, T, dev, held, clip, measured, then, now in rows:
         print(f"{name} | {T} | {dev} | {held} | {int(clip)} | {measured:.3f} | "
               f"{then:.3f} ({measured / then:.3f}) | {now:.3f} ({measured / now:.3f})")

@@ -266,10 +266,10 @@ EnginePlan make_plan(const PlanRequest& r) {
   }
 
   // The GPU-resident share: the embedding, then the head — the units whose CPU updates end one
-  // step and start the next — then decoder layers from the bottom (the first layers' updates are
-  // the last of a backward and the first the next forward needs), while the budget holds their
-  // 12 B/param (16 with clipping: the fp32 gradient waits for the norm); each takes 36 B/param of
-  // host traffic a step off the host.
+  // step and start the next — each where it fits, then decoder layers from the bottom (the first
+  // layers' updates are the last of a backward and the first the next forward needs), while the
+  // budget holds their 12 B/param (16 with clipping: the fp32 gradient waits for the norm); each
+  // takes 36 B/param of host traffic a step off the host.
   // For them M may halve, down to kSaturatingTokens (or the longest sample), where the layers'
   // GEMMs already run at their full rate: fewer, larger micro-batches would buy less than the
   // update they make room for.
@@ -299,13 +299,13 @@ EnginePlan make_plan(const PlanRequest& r) {
         if (m <= floor_m) return false;
       }
     };
-    const bool embedding = take(0);
-    const bool outer = take(head) && embedding;
-    if (outer) {
-      size_t k = 1;
-      while (k < head && take(k)) ++k;
-      if (k < head) p.next_layer_bytes = UnitState::state_bytes(units[k].numel);
-    }
+    // The layers whether or not the outer units fit: with clipping at 24 GiB the head (16 B/param
+    // of 0.5 G params for Llama-3) does not fit beside the embedding, where a layer does.
+    take(0);
+    take(head);
+    size_t k = 1;
+    while (k < head && take(k)) ++k;
+    if (k < head) p.next_layer_bytes = UnitState::state_bytes(units[k].numel);
   }
   p.mlp_tokens = std::min(p.mlp_tokens, p.micro_tokens);
   Sized s = size_device(r, p.window, p.micro_tokens, p.mlp_tokens, p.upload_tile, p.on_device);

@@ -331,7 +331,7 @@ std::vector<OptionSpec> make_options() {
       {"device_optimizer", {}, Type::kEnum,
        "where the optimizer state lives: auto (on the device where gpu_memory leaves room "
        "after the window and micro-batch: the embedding's, the head's, then decoder layers' "
-       "from the bottom), off (all on the host), all (the embedding's and "
+       "from the bottom, each where it fits), off (all on the host), all (the embedding's and "
        "head's on the device, whatever the budget)",
        "", kDeviceOptimizer, "engine",
        SF_SET { c.device_optimizer = pick(v, w, kDeviceOptimizer); },

@@ -68,9 +68,12 @@ TEST(DeviceOptimizer, ResidentLayersAreBitIdenticalWithTheHostOptimizer) {
   const fs::path dir = tiny_model("devopt_layers", "llama", false);
   const ModelSpec spec = load_model_spec(dir);
   const size_t units = size_t(spec.layers) + 2;
-  auto layers_on = [&](std::vector<int> layers) {
+  // head false: the head on the host (the plan's choice where it does not fit beside the
+  // embedding: clipping at 24 GiB), and with clipping the m and v of two host layers written later.
+  auto layers_on = [&](std::vector<int> layers, bool head) {
     std::vector<bool> on(units, false);
-    on.front() = on.back() = true;
+    on.front() = true;
+    on.back() = head;
     for (int i : layers) on[size_t(1 + i)] = true;
     return on;
   };
@@ -88,18 +91,22 @@ TEST(DeviceOptimizer, ResidentLayersAreBitIdenticalWithTheHostOptimizer) {
           host_steps.push_back(
               h0.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f));
         const std::vector<std::vector<float>> host_w = all_weights(h0);
-        for (const std::vector<int>& layers :
-             {std::vector<int>{0, 1}, std::vector<int>{0, 1, 2, 3, 4}, std::vector<int>{1, 3}}) {
+        for (const auto& [layers, head] :
+             {std::pair{std::vector<int>{0, 1}, true},
+              std::pair{std::vector<int>{0, 1, 2, 3, 4}, true},
+              std::pair{std::vector<int>{1, 3}, true}, std::pair{std::vector<int>{0, 1}, false}}) {
           EngineOptions opt = host_opt;
           opt.device_optimizer = DeviceOptimizer::kAuto;
-          opt.on_device = layers_on(layers);
+          opt.on_device = layers_on(layers, head);
+          if (!head && clip > 0) opt.moments_later_units = 2;
           Engine e(*be, spec, opt);
           load_model_weights(e, dir);
           EXPECT_EQ(e.plan().on_device, opt.on_device);
-          const std::string what = "clip " + std::to_string(clip) + " window " +
-                                   std::to_string(window) + " micro " + std::to_string(micro) +
-                                   " layers " + std::to_string(layers.size()) + " from " +
-                                   std::to_string(layers.front());
+          EXPECT_EQ(e.plan().moments_later_params > 0, !head && clip > 0);
+          const std::string what =
+              "clip " + std::to_string(clip) + " window " + std::to_string(window) + " micro " +
+              std::to_string(micro) + " layers " + std::to_string(layers.size()) + " from " +
+              std::to_string(layers.front()) + (head ? "" : ", the head on the host");
           for (int s = 0; s < 4; ++s) {
             const StepResult r =
                 e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), 1e-2f);
@@ -182,6 +189,33 @@ TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
   unclipped.clipping = false;
   EXPECT_EQ(make_plan(r).device_params, outer_clipped.device_params + 3 * units[1].numel);
   EXPECT_EQ(make_plan(unclipped).device_params, outer_clipped.device_params + 4 * units[1].numel);
+  // Where the head does not fit beside the embedding, the layers still go: with clipping at 24
+  // GiB for Llama-3 8B the head's 16 B/param (8.4 GB) do not fit, a layer's (3.5 GB) do.
+  {
+    PlanRequest q = r;
+    q.spec.vocab *= 64;  // a head larger than two layers, as Llama-3's
+    const std::vector<UnitLayout> big = unit_layouts(q.spec);
+    q.device_optimizer = DeviceOptimizer::kOff;
+    q.gpu_budget = 0;
+    const EnginePlan off = make_plan(q);
+    std::vector<bool> embed_only(big.size(), false);
+    embed_only.front() = true;
+    q.on_device = embed_only;
+    const EnginePlan embed = make_plan(q);
+    const uint64_t head_clipped =
+        UnitState::state_bytes(big.back().numel) + UnitState::master_bytes(big.back().numel);
+    ASSERT_GT(head_clipped, 2 * clipped_layer + 512);  // the head is the larger unit
+    q.on_device.clear();
+    q.device_optimizer = DeviceOptimizer::kAuto;
+    q.gpu_budget = embed.device_total() + 2 * clipped_layer + 512;
+    ASSERT_GT(off.device_total() + head_clipped, q.gpu_budget);
+    const EnginePlan p = make_plan(q);
+    std::vector<bool> want = embed_only;
+    want[1] = want[2] = true;
+    EXPECT_EQ(p.on_device, want) << p.describe();
+    EXPECT_LE(p.device_total(), q.gpu_budget);
+    EXPECT_NE(p.describe().find("(embedding, layers 0-1)"), std::string::npos) << p.describe();
+  }
   // An explicit on_device names a layer with clipping too.
   r.device_optimizer = DeviceOptimizer::kAll;
   r.gpu_budget = 0;
@@ -441,18 +475,29 @@ TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) 
   r.micro_tokens = 0;
   r.gpu_budget = total(32768, true);
   ASSERT_LE(total(65536, false), r.gpu_budget);  // M = T fits alone: the trade is the plan's
+  // The head (as large as the embedding) does not fit; the tiny model's layers do, once M halves
+  // once more (down to the same floor as for the outer units).
+  auto named = [](const EnginePlan& p) {
+    std::string x;
+    for (bool b : p.on_device) x += b ? '1' : '0';
+    return x;
+  };
   const EnginePlan traded = make_plan(r);
-  EXPECT_TRUE(traded.on_device.front());
-  EXPECT_EQ(traded.micro_tokens, 32768);
+  EXPECT_EQ(named(traded), "1111110");
+  EXPECT_EQ(traded.micro_tokens, 16384);
+  EXPECT_LE(traded.device_total(), r.gpu_budget);
   r.gpu_budget = total(8192, true);  // fits at M = 8192, the floor
   const EnginePlan at_floor = make_plan(r);
-  EXPECT_TRUE(at_floor.on_device.front());
+  EXPECT_EQ(named(at_floor), "1000000");  // no room left for a layer at the floor
   EXPECT_EQ(at_floor.micro_tokens, 8192);
   r.gpu_budget = total(4096, true);  // the embedding would need M = 4096 < 8192
   ASSERT_LE(total(8192, false), r.gpu_budget);
   const EnginePlan floor = make_plan(r);
   EXPECT_FALSE(floor.on_device.front());
   EXPECT_GE(floor.micro_tokens, 8192);
+  // Neither outer unit fits there; the layers still do (each 12 B/param of a small unit).
+  EXPECT_EQ(named(floor), "0111110");
+  EXPECT_LE(floor.device_total(), r.gpu_budget);
 }
 
 }  // namespace
