@@ -33,9 +33,12 @@ class Event {
 enum class MemoryKind { kDevice, kPinnedHost };
 
 // Device memory in use on the backend's device by every process (total - free), and its total;
-// zeros where there is no device (the CPU reference).
+// zeros where there is no device (the CPU reference). `later`: what the backend's libraries will
+// still take once their kernels run (modules loaded on first use, library workspaces), which a
+// plan made now counts beside `used`.
 struct DeviceMemoryInfo {
-  uint64_t used = 0, total = 0;
+  uint64_t used = 0, total = 0, later = 0;
+  uint64_t planned() const { return used + later; }
 };
 
 // Owned memory taken from the backend once, at start; engines sub-allocate from it.

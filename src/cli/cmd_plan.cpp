@@ -55,7 +55,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   RunSetup setup = make_run_setup(c.backend, req);
   // What the device holds once the backend exists (the context, its scratch and libraries'
   // handles): what train's engine finds when it plans, taken before the probe below runs.
-  const uint64_t device_used = setup.backend->device_memory().used;
+  const uint64_t device_used = setup.backend->device_memory().planned();
   std::string note;
   const fs::path file = c.machine_file.empty() ? default_machine_file() : c.machine_file;
   MachineConstants m = machine_constants(*setup.backend, spec, setup.plan.micro_tokens,

@@ -68,7 +68,7 @@ PlanRequest engine_plan_request(const EngineOptions& o, const ModelSpec& spec, D
 }
 
 PlanRequest Engine::plan_request() {
-  return engine_plan_request(opt_, spec_, dt_, be_.device_memory().used);
+  return engine_plan_request(opt_, spec_, dt_, be_.device_memory().planned());
 }
 
 Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)

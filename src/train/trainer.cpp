@@ -341,8 +341,9 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
   {
     const ProcessMemory pm = process_memory();
     log << "memory: engine device buffer " << gib(engine.plan().device.engine());
-    if (const uint64_t used = backend->device_memory().used)
-      log << ", device in use (whole device) " << gib(used);
+    if (const uint64_t used = backend->device_memory().used)  // against the plan's device figure
+      log << ", device in use (whole device) " << gib(used) << " (planned "
+          << gib(engine.plan().device_total()) << ")";
     log << "; host peak RSS " << gib(std::max(pm.peak_rss, startup_peak_rss));
     if (steps_peak_apart)
       log << " (start-up " << gib(startup_peak_rss) << ", steps " << gib(pm.peak_rss) << ")";
