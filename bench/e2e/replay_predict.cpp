@@ -5,15 +5,15 @@
 // plan's shape and the machine constants that run measured (its `plan` log): no GPU needed.
 // DEVICE_LAYERS: -1 no GPU-resident share, -2 the embedding and the head, -3 the embedding alone,
 // k >= 0: the embedding, the head and decoder layers 0..k-1, -10 - k: the embedding and decoder
-// layers 0..k-1 with the head on the host (the plan's choice where the head does not fit); HELD: held units without clipping (the
-// plan's count); CLIP: 0 or 1; H2D, D2H in GB/s; ADAM, ADAM_COPY in G params/s; FWD, BWD in µs per
-// token of one layer; TFLOPS: the layer's rate (the fused head's); ADAM_MASTER, ADAM_MOMENTS (G
-// params/s): the clipped update's two passes alone — given, with CLIP 1 the m and v written later
-// are weighed (weigh_moments_later) and the plan it chooses predicted; COPY_BESIDE (GB/s): what the
-// probe's copies moved beside the AdamW (0: unknown, then no host floor); SPLIT: the run's own
-// count of host units with m and v written later, from the bottom up (-1: weigh them as above).
-// Prints the predicted step and its breakdown. bench/e2e/replay_predictions.py drives it over the
-// logs under bench/e2e.
+// layers 0..k-1 with the head on the host (the plan's choice where the head does not fit); HELD:
+// held units without clipping (the plan's count); CLIP: 0 or 1; H2D, D2H in GB/s; ADAM, ADAM_COPY
+// in G params/s; FWD, BWD in µs per token of one layer; TFLOPS: the layer's rate (the fused
+// head's); ADAM_MASTER, ADAM_MOMENTS (G params/s): the clipped update's two passes alone — given,
+// with CLIP 1 the m and v written later are weighed (weigh_moments_later) and the plan it chooses
+// predicted; COPY_BESIDE (GB/s): what the probe's copies moved beside the AdamW (0: unknown, then
+// no host floor); SPLIT: the run's own count of host units with m and v written later, from the
+// bottom up (-1: weigh them as above). Prints the predicted step and its breakdown.
+// bench/e2e/replay_predictions.py drives it over the logs under bench/e2e.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -31,11 +31,11 @@
 #include "core/host_memory.h"
 
 namespace sf {
-// What the device holds beyond the engine's plan once steps run, the plan having counted the device's
-// use when the engine was made: kernels' modules loaded on first use (cuBLASLt, cuDNN, ours) and
-// the libraries' own workspaces. Measured 0.15-0.26 GiB (NVML's peak against the plan's device
-// figure, 18 runs of 8B at 8k-64k tokens, H100 2026-12-07): planned beside the device's use, so a
-// plan up to the budget stays under it.
+// What the device holds beyond the engine's plan once steps run, the plan having counted the
+// device's use when the engine was made: kernels' modules loaded on first use (cuBLASLt, cuDNN,
+// ours) and the libraries' own workspaces. Measured 0.15-0.26 GiB (NVML's peak against the plan's
+// device figure, 18 runs of 8B at 8k-64k tokens, H100 2026-12-07): planned beside the device's use,
+// so a plan up to the budget stays under it.
 constexpr uint64_t kLibraryGrowth = uint64_t(256) << 20;
 
 namespace {
