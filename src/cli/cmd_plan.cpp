@@ -54,7 +54,8 @@ int cmd_plan(const std::vector<std::string>& argv) {
   if (req.nvme) req.host_limit = host_limit_for_plan(c.host_memory, /*also_available=*/false);
   RunSetup setup = make_run_setup(c.backend, req);
   // What the device holds once the backend exists (the context, its scratch and libraries'
-  // handles): what train's engine finds when it plans, taken before the probe below runs.
+  // handles) and what the libraries take later: what train's engine counts when it plans, taken
+  // before the probe below runs.
   const uint64_t device_used = setup.backend->device_memory().planned();
   std::string note;
   const fs::path file = c.machine_file.empty() ? default_machine_file() : c.machine_file;

@@ -129,8 +129,7 @@ using WeightVisit =
 // The plan request an engine made with `options` makes (Engine's constructor plans with it):
 // `device_used` is what the device already holds, the context and the backend's scratch, and
 // what its libraries will still take (Backend::device_memory().planned()), so the request plans
-// no scratch of its own. `slideformer
-// plan` calls it too, to print the plan `train` will allocate.
+// no scratch of its own. `slideformer plan` calls it too, to print the plan `train` will allocate.
 PlanRequest engine_plan_request(const EngineOptions& options, const ModelSpec& spec, DType dtype,
                                 uint64_t device_used);
 
