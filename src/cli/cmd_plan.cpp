@@ -65,7 +65,9 @@ int cmd_plan(const std::vector<std::string>& argv) {
   std::string disk_line;
   if (setup.plan.nvme_disk > 0) {
     if (c.nvme_bandwidth > 0) {
-      m.nvme_read_gbps = m.nvme_write_gbps = c.nvme_bandwidth;
+      NvmeBandwidth given;  // one rate both ways; none for both at once
+      given.read_gbps = given.write_gbps = c.nvme_bandwidth;
+      m = m.with_disk(given);
       disk_line = str_cat("NVMe disk: ", c.nvme_bandwidth, " GB/s read and write (given)");
     } else {
       const NvmeBandwidth b = measure_nvme(c.nvme_dir, kNvmeProbeBytes, kNvmeProbeDepth);
