@@ -181,10 +181,17 @@ Engine::OuterPart& Engine::other(const OuterPart& o) {
 
 void Engine::send_outer_gradient(OuterPart& o) {
   if (on_device(o)) {
-    // The update follows at once, or, clipping, once the norm is known (step()).
+    // The update follows at once, or, clipping, once the norm is known (step()), from the
+    // gradient the unit keeps (the head's; the embedding's stays in the buffer, the step's last).
+    const UnitState& h = *host_[size_t(o.unit)];
+    if (h.grad) {
+      const Tensor kept(h.grad, dt_, {o.numel});
+      be_.convert(kept, outer_grads(o), *compute_);
+      reduce_on_device(o.unit, kept, *o.grads_ready);
+      return;
+    }
     reduce_on_device(o.unit, outer_grads(o), *o.grads_ready);
-    if (!ring_) return;  // clipping
-    update_on_device(o, 1.0f);
+    if (ring_) update_on_device(o, 1.0f);
     return;
   }
   void* stage = parts_.outer_stage ? static_cast<char*>(parts_.outer_stage) +
@@ -507,15 +514,17 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
     if (h.on_device) {
       // Updated now, before its gradient's buffer is reused, into the weights its slot holds
       // (still cached for the next forward where the slot keeps them); clipping, its gradient is
-      // kept for the update after the norm (step()). None of the slot's events: they order its
-      // stage's D2H, which a host layer's gradient may still be in (one slot).
+      // kept in the compute dtype for the update after the norm (step()). None of the slot's
+      // events: they order its stage's D2H, which a host layer's gradient may still be in.
       const Tensor g(s.mem.grads, DType::kF32, {n});
-      reduce_on_device(1 + j, g, *device_reduced_[size_t(1 + j)]);
       if (ring_) {
+        reduce_on_device(1 + j, g, *device_reduced_[size_t(1 + j)]);
         adamw_on_device(1 + j, g, Tensor(s.mem.params, dt_, {n}), 1.0f, nullptr);
         s.version = step_;
       } else {
-        be_.copy(h.grad, g.data, size_t(n) * 4, *compute_);
+        const Tensor kept(h.grad, dt_, {n});
+        be_.convert(kept, g, *compute_);
+        reduce_on_device(1 + j, kept, *device_reduced_[size_t(1 + j)]);
       }
     }
     be_.record(*s.params_free, *compute_);

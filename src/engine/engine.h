@@ -192,7 +192,7 @@ class Engine {
   // `primary`'s; its own are the device buffers, the streams, the checkpoints and the staging.
   Engine(Backend& backend, Engine& primary, int rank);
   PlanRequest plan_request();  // engine_plan_request, with the backend's device
-  void init_outer_parts(const PlanRequest& req);
+  void init_outer_parts();
   // This engine's own: its batch staging, everything on the device, the streams and events.
   void setup_device(const PlanRequest& req);
   // Device 0's alone: the NVMe tier, the optimizer, its CPUs, the trace.
@@ -246,10 +246,12 @@ class Engine {
   // clipping, is updated on the device at once (with clipping at the step's end).
   void send_outer_gradient(OuterPart& part);
   void update_on_device(OuterPart& part, float grad_scale);
-  // GPU-resident unit u: Σ g² of its fp32 gradient for the norm, reduced on the compute stream
-  // (`ready` recorded after it) and read back to the optimizer on the gradient stream.
+  // GPU-resident unit u: Σ g² of its gradient (the one its update reads) for the norm, reduced on
+  // the compute stream (`ready` recorded after it) and read back to the optimizer on the gradient
+  // stream.
   void reduce_on_device(int unit, Tensor grads, Event& ready);
-  // GPU-resident unit u: AdamW on the compute stream from its fp32 gradient, the updated weights
+  // GPU-resident unit u: AdamW on the compute stream from its gradient (fp32, or the compute
+  // dtype where it kept one: UnitState::keeps_device_grad), the updated weights
   // also into `weights` (compute dtype; may be empty); the unit's device_updated_ and `done`
   // (where given) recorded after it; the count of weights it left non-finite read back to the
   // optimizer.

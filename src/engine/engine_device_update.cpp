@@ -1,7 +1,8 @@
 // The updates of the GPU-resident units (the embedding, the head and the bottom decoder layers
-// the plan keeps there): each on the compute stream, from its fp32 gradient, with the same
-// AdamW as the host's. Without clipping right after the unit's backward; with clipping once the
-// step's norm is known (update_resident_clipped).
+// the plan keeps there): each on the compute stream, with the same AdamW as the host's. Without
+// clipping right after the unit's backward, from its fp32 gradient; with clipping once the step's
+// norm is known (update_resident_clipped), from the compute-dtype gradient it kept (the
+// embedding: its fp32 one).
 #include <string>
 
 #include "engine/engine.h"
@@ -47,9 +48,11 @@ void Engine::adamw_on_device(int u, Tensor grads, Tensor weights, float grad_sca
 
 void Engine::update_on_device(OuterPart& o, float grad_scale) {
   void* weights = static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_);
-  // stage_free: its gradient has been read.
-  adamw_on_device(o.unit, outer_grads(o), Tensor(weights, dt_, {o.numel}), grad_scale,
-                  o.stage_free.get());
+  // From the gradient it keeps (the head, clipping) or its fp32 range of the outer buffer;
+  // stage_free: that gradient has been read.
+  const UnitState& h = *host_[size_t(o.unit)];
+  adamw_on_device(o.unit, h.grad ? Tensor(h.grad, dt_, {o.numel}) : outer_grads(o),
+                  Tensor(weights, dt_, {o.numel}), grad_scale, o.stage_free.get());
   o.version = step_;  // the weights on the device carry this step's update
 }
 
@@ -64,7 +67,7 @@ void Engine::update_resident_clipped(float clip) {
     Slot& s = slot_of(j);
     const bool cached = s.layer == j && s.version == want_version_;
     const int64_t n = h.layout.numel;
-    adamw_on_device(1 + j, Tensor(h.grad, DType::kF32, {n}),
+    adamw_on_device(1 + j, Tensor(h.grad, dt_, {n}),
                     cached ? Tensor(s.mem.params, dt_, {n}) : Tensor(), clip, nullptr);
     if (cached) {
       s.version = step_;

@@ -95,7 +95,7 @@ Engine::Engine(Backend& backend, ModelSpec spec, EngineOptions options)
     host_.push_back(std::make_shared<UnitState>());
     host_.back()->layout = std::move(u);
   }
-  init_outer_parts(req);
+  init_outer_parts();
   check_host_memory(plan_, opt_.host_budget);
   // One pinned buffer per host unit (master, m, v and, where the plan holds it, its gradient)
   // and per layer checkpoint, taken by several threads at once (pinned_alloc.h). The
@@ -181,7 +181,7 @@ Engine::Engine(Backend& backend, Engine& primary, int rank)
   opt_.window = plan_.window;
   host_ = primary.host_;
   worker_ = primary.worker_;
-  init_outer_parts(req);
+  init_outer_parts();
   const int L = int(spec_.layers);
   const int64_t T = opt_.max_tokens, C = spec_.hidden;
   std::vector<Buffer> bufs = alloc_pinned(
@@ -213,7 +213,7 @@ void Engine::setup_device(const PlanRequest& req) {
   for (size_t u = 0; u < host_.size(); ++u)
     if (host_[u]->on_device) {  // UnitState::device_bytes: the state, then a kept gradient
       char* state = static_cast<char*>(parts_.unit_state[u]);
-      host_[u]->carve(state, UnitState::keeps_device_grad(u, host_.size(), req.clipping)
+      host_[u]->carve(state, UnitState::keeps_device_grad(u, req.clipping)
                                  ? state + UnitState::state_bytes(host_[u]->layout.numel)
                                  : nullptr);
     }
@@ -299,7 +299,7 @@ void Engine::setup_host_side(const PlanRequest& req) {
   }
 }
 
-void Engine::init_outer_parts(const PlanRequest& req) {
+void Engine::init_outer_parts() {
   outer_layout_ = outer_layout(spec_);
   embed_part_ = std::make_unique<OuterPart>();
   head_part_ = std::make_unique<OuterPart>();
@@ -308,8 +308,7 @@ void Engine::init_outer_parts(const PlanRequest& req) {
   head_part_->unit = int(spec_.layers) + 1;
   head_part_->offset = embed_part_->numel;
   head_part_->numel = host_.back()->layout.numel;
-  const bool separate = outer_grads_separate(spec_, plan_.on_device, req.clipping);
-  outer_shared_ = !spec_.tie_word_embeddings && !separate;
+  outer_shared_ = !spec_.tie_word_embeddings;
   head_part_->grad_offset = outer_shared_ ? 0 : embed_part_->numel;
 }
 
@@ -557,21 +556,24 @@ int Engine::find_tensor(const std::string& name, const UnitLayout::Entry** entry
 std::vector<float> Engine::gradient(const std::string& name) {
   worker_->wait_grad_norm();
   const UnitLayout::Entry* e = nullptr;
-  int u = find_tensor(name, &e);
-  SF_CHECK(host_[size_t(u)]->grad || (host_[size_t(u)]->on_device && plan_.grad_ring_slots == 0),
-           "gradient('", name, "'): without clipping gradients pass ",
-           "through a ring and are not kept");
+  const UnitState& h = *host_[size_t(find_tensor(name, &e))];
+  SF_CHECK(h.grad || (h.on_device && plan_.grad_ring_slots == 0), "gradient('", name,
+           "'): without clipping gradients pass through a ring and are not kept");
   std::vector<float> out(size_t(e->numel));
-  if (host_[size_t(u)]->on_device) {  // fp32: in the outer buffer, or a layer's own (device)
-    const float* src = u == 0 || u + 1 == units()
-                           ? outer_grads(u == 0 ? *embed_part_ : *head_part_).f32() + e->offset
-                           : static_cast<const float*>(host_[size_t(u)]->grad) + e->offset;
-    be_.copy(out.data(), src, out.size() * 4, *compute_);
+  if (!h.grad) {  // the GPU-resident embedding's: fp32, in the outer buffer
+    be_.copy(out.data(), outer_grads(*embed_part_).f32() + e->offset, out.size() * 4, *compute_);
     be_.synchronize(*compute_);
     return out;
   }
-  const char* g =
-      static_cast<const char*>(host_[size_t(u)]->grad) + size_t(e->offset) * dtype_size(dt_);
+  const size_t dsz = dtype_size(dt_);
+  const char* g = static_cast<const char*>(h.grad) + size_t(e->offset) * dsz;
+  std::vector<char> kept;  // a GPU-resident unit's: in device memory
+  if (h.on_device) {
+    kept.resize(out.size() * dsz);
+    be_.copy(kept.data(), g, kept.size(), *compute_);
+    be_.synchronize(*compute_);
+    g = kept.data();
+  }
   for (int64_t i = 0; i < e->numel; ++i) {
     if (dt_ == DType::kF32)
       out[size_t(i)] = reinterpret_cast<const float*>(g)[i];

@@ -98,15 +98,10 @@ std::vector<bool> choose_held(const std::vector<UnitLayout>& units,
 
 }  // namespace
 
-bool outer_grads_separate(const ModelSpec& spec, const std::vector<bool>& on_device,
-                          bool clipping) {
-  return !spec.tie_word_embeddings && clipping && !on_device.empty() && on_device.back();
-}
-
-int64_t outer_grad_elems(const ModelSpec& spec, bool separate) {
+int64_t outer_grad_elems(const ModelSpec& spec) {
   const UnitLayout o = outer_layout(spec);
   const int64_t embed = o.entries.size() > 1 ? o.entries[1].offset : o.numel;
-  return spec.tie_word_embeddings || separate ? o.numel : std::max(embed, o.numel - embed);
+  return spec.tie_word_embeddings ? o.numel : std::max(embed, o.numel - embed);
 }
 
 int64_t batch_ints(int64_t tokens, int64_t sequences) { return 3 * tokens + 2 * sequences; }
@@ -129,8 +124,7 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   // fp32 gradients (and their compute-dtype stage) of the embedding and of the head: untied, the
   // two are never live at once — the head's are sent right after the head, the embedding's are
   // formed at the very end — so they share one buffer; tied, the head adds into the embedding's.
-  const int64_t grads_n =
-      outer_grad_elems(spec, outer_grads_separate(spec, d.on_device, d.clipping));
+  const int64_t grads_n = outer_grad_elems(spec);
   p.outer_grads = static_cast<float*>(b.take_bytes(size_t(grads_n) * 4));
   // The stage is for the D2H to the host optimizer: none when both outer units are updated on
   // the device.
@@ -172,12 +166,13 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   p.head_workspace = b.take_bytes(HeadWorkspace::bytes_needed(spec, d.micro_tokens, dt));
   section(&n.workspace);
   p.unit_state.assign(units.size(), nullptr);
-  // A GPU-resident layer with clipping also keeps its fp32 gradient until the norm is known (its
-  // slot's is overwritten by the next layer's backward): UnitState::grad, right after its state.
+  // A GPU-resident unit but the embedding, with clipping, also keeps its gradient until the norm
+  // is known (a layer's slot is overwritten by the next layer's backward, the head's share of the
+  // outer buffer by the embedding's): UnitState::grad, right after its state.
   for (size_t u = 0; u < d.on_device.size() && u < units.size(); ++u)
     if (d.on_device[u])
-      p.unit_state[u] = b.take_bytes(UnitState::device_bytes(
-          units[u].numel, UnitState::keeps_device_grad(u, units.size(), d.clipping)));
+      p.unit_state[u] = b.take_bytes(
+          UnitState::device_bytes(units[u].numel, UnitState::keeps_device_grad(u, d.clipping), dt));
   section(&n.optimizer);
   if (bytes) *bytes = n;
   return p;
@@ -268,7 +263,7 @@ EnginePlan make_plan(const PlanRequest& r) {
   // The GPU-resident share: the embedding, then the head — the units whose CPU updates end one
   // step and start the next — each where it fits, then decoder layers from the bottom (the first
   // layers' updates are the last of a backward and the first the next forward needs), while the
-  // budget holds their 12 B/param (16 with clipping: the fp32 gradient waits for the norm); each
+  // budget holds their 12 B/param (14 with clipping in bf16: the gradient waits for the norm); each
   // takes 36 B/param of host traffic a step off the host.
   // For them M may halve, down to kSaturatingTokens (or the longest sample), where the layers'
   // GEMMs already run at their full rate: fewer, larger micro-batches would buy less than the
@@ -299,13 +294,15 @@ EnginePlan make_plan(const PlanRequest& r) {
         if (m <= floor_m) return false;
       }
     };
-    // The layers whether or not the outer units fit: with clipping at 24 GiB the head (16 B/param
-    // of 0.5 G params for Llama-3) does not fit beside the embedding, where a layer does.
+    // The layers whether or not the outer units fit: with clipping at 24 GiB and 64k tokens the
+    // head (14 B/param of 0.5 G params for Llama-3) does not fit beside the embedding, a layer does.
     take(0);
     take(head);
     size_t k = 1;
     while (k < head && take(k)) ++k;
-    if (k < head) p.next_layer_bytes = UnitState::state_bytes(units[k].numel);
+    if (k < head)
+      p.next_layer_bytes =
+          UnitState::device_bytes(units[k].numel, UnitState::keeps_device_grad(k, r.clipping), r.dtype);
   }
   p.mlp_tokens = std::min(p.mlp_tokens, p.micro_tokens);
   Sized s = size_device(r, p.window, p.micro_tokens, p.mlp_tokens, p.upload_tile, p.on_device);

@@ -239,10 +239,9 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
                          DeviceBytes* bytes);
 
 // Elements of the outer unit's fp32 gradient buffer: embedding + head when tied (the head adds
-// into the embedding's) or when a GPU-resident head must keep its gradient until a clipped
-// update at the step's end; else the larger of the two (they take turns).
-bool outer_grads_separate(const ModelSpec& spec, const std::vector<bool>& on_device, bool clipping);
-int64_t outer_grad_elems(const ModelSpec& spec, bool separate);
+// into the embedding's); else the larger of the two: they take turns (a gradient waiting for a
+// clipped update leaves it first: UnitState::keeps_device_grad, or the host's held copy).
+int64_t outer_grad_elems(const ModelSpec& spec);
 
 // I32 entries of the batch area: ids, targets, positions (T each) and every micro-batch's own
 // cu_seqlens (samples + 1 each: at most 2·nseq in all).

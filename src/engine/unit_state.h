@@ -19,9 +19,9 @@ struct UnitState {
   float* master = nullptr;
   float* m = nullptr;
   float* v = nullptr;
-  // The gradient held until the update: compute dtype in host memory for host units with
-  // clipping (and the plan's held ones without); fp32 in device memory for a GPU-resident layer
-  // with clipping (the embedding's and head's stay in the outer unit's gradient buffer).
+  // The gradient held until the update, in the compute dtype: in host memory for host units with
+  // clipping (and the plan's held ones without); in device memory for a GPU-resident unit other
+  // than the embedding with clipping (the embedding's stays in the outer unit's fp32 buffer).
   void* grad = nullptr;
   bool on_device = false;  // master, m, v are device memory: the device updates this unit
   // m and v are on NVMe (engine/nvme_tier.h), and the master too where master_on_nvme (else it
@@ -40,14 +40,14 @@ struct UnitState {
   // What of the state a unit keeps in pinned host memory: nothing on the device or with its
   // master on NVMe, the master alone with m and v on NVMe, else master, m and v.
   static size_t host_state_bytes(int64_t numel, bool on_device, bool on_nvme, bool master_on_nvme);
-  // A GPU-resident unit (unit_layouts index `unit` of `units`) keeps its own fp32 gradient where
-  // it is a decoder layer and the run clips: its slot's is overwritten before the norm is known.
-  static bool keeps_device_grad(size_t unit, size_t units, bool clipping) {
-    return clipping && unit > 0 && unit + 1 < units;
-  }
-  // What a GPU-resident unit takes on the device: master, m, v, then that gradient (master_bytes).
-  static size_t device_bytes(int64_t numel, bool keeps_grad) {
-    return state_bytes(numel) + (keeps_grad ? master_bytes(numel) : 0);
+  // A GPU-resident unit (unit_layouts index `unit`) keeps its own gradient, in the compute dtype
+  // as a host unit's, where the run clips and it is not the embedding: a layer's slot, and the
+  // outer unit's fp32 buffer the head shares with the embedding, are overwritten before the norm
+  // is known. The embedding's gradient is the step's last: it waits in that buffer.
+  static bool keeps_device_grad(size_t unit, bool clipping) { return clipping && unit > 0; }
+  // What a GPU-resident unit takes on the device: master, m, v, then that gradient (grad_bytes).
+  static size_t device_bytes(int64_t numel, bool keeps_grad, DType compute) {
+    return state_bytes(numel) + (keeps_grad ? grad_bytes(numel, compute) : 0);
   }
   // Points master, m, v at consecutive ranges of `state` (state_bytes) and grad at `grad`; with
   // `master_only` (an NVMe unit whose master stays here: master_bytes), m and v stay null.

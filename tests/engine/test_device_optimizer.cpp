@@ -139,7 +139,7 @@ std::vector<bool> outer_and_bottom(size_t units, int n) {
 }
 
 // The plan: decoder layers from the bottom after the embedding and the head, as many as the
-// budget holds, 12 B/param each; with clipping 16 B/param each (the fp32 gradient kept for the
+// budget holds, 12 B/param each; with clipping 14 B/param each in bf16 (the gradient kept for the
 // update after the norm), so the same budget holds fewer.
 TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
   PlanRequest r = plan_request("devopt_plan_layers");
@@ -168,12 +168,13 @@ TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
           << d;
     }
   }
-  // Clipping: each layer keeps its fp32 gradient too (master_bytes: 4 B/param more).
+  // Clipping: each layer keeps its gradient too, in the compute dtype (2 B/param more in bf16).
   r.clipping = true;
+  r.dtype = DType::kBF16;
   r.device_optimizer = DeviceOptimizer::kAll;
   r.gpu_budget = 0;
   const EnginePlan outer_clipped = make_plan(r);
-  const uint64_t clipped_layer = layer + UnitState::master_bytes(units[1].numel);
+  const uint64_t clipped_layer = layer + UnitState::grad_bytes(units[1].numel, r.dtype);
   r.device_optimizer = DeviceOptimizer::kAuto;
   for (int n : {0, 1, 3}) {
     r.gpu_budget = outer_clipped.device_total() + uint64_t(n) * clipped_layer + 512;
@@ -190,7 +191,7 @@ TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
   EXPECT_EQ(make_plan(r).device_params, outer_clipped.device_params + 3 * units[1].numel);
   EXPECT_EQ(make_plan(unclipped).device_params, outer_clipped.device_params + 4 * units[1].numel);
   // Where the head does not fit beside the embedding, the layers still go: with clipping at 24
-  // GiB for Llama-3 8B the head's 16 B/param (8.4 GB) do not fit, a layer's (3.5 GB) do.
+  // GiB and 64k tokens for Llama-3 8B the head's 14 B/param (7.4 GB) do not fit, a layer's do.
   {
     PlanRequest q = r;
     q.spec.vocab *= 64;  // a head larger than two layers, as Llama-3's
@@ -203,7 +204,7 @@ TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
     q.on_device = embed_only;
     const EnginePlan embed = make_plan(q);
     const uint64_t head_clipped =
-        UnitState::state_bytes(big.back().numel) + UnitState::master_bytes(big.back().numel);
+        UnitState::state_bytes(big.back().numel) + UnitState::grad_bytes(big.back().numel, q.dtype);
     ASSERT_GT(head_clipped, 2 * clipped_layer + 512);  // the head is the larger unit
     q.on_device.clear();
     q.device_optimizer = DeviceOptimizer::kAuto;
@@ -242,7 +243,11 @@ TEST(DeviceOptimizer, NormsGradientsAndPlanAgree) {
   EXPECT_EQ(host.plan().host.state - p.host.state,
             UnitState::state_bytes(dev.layout(0).numel) +
                 UnitState::state_bytes(dev.layout(dev.units() - 1).numel));
-  EXPECT_EQ(p.device.optimizer, host.plan().host.state - p.host.state);
+  // With clipping the head keeps its gradient beside its state until the norm (the embedding's
+  // waits in the outer unit's buffer).
+  EXPECT_EQ(p.device.optimizer,
+            host.plan().host.state - p.host.state +
+                UnitState::grad_bytes(dev.layout(dev.units() - 1).numel, DType::kF32));
   EXPECT_EQ(p.host.state_copy, uint64_t(kPiece) * 4);  // one piece, not one tensor
   EXPECT_NE(p.describe().find("updated on the device (embedding, head)"), std::string::npos)
       << p.describe();
@@ -443,9 +448,7 @@ TEST(DeviceOptimizer, PlanTakesTheEmbeddingFirstThenTheHeadWhereTheBudgetHolds) 
   // Both outer units on the device: their gradients never go D2H, so the outer unit has no
   // compute-dtype stage, and the head fits in that much less than its state.
   const uint64_t stage =  // bf16, in a 256-byte aligned piece
-      (uint64_t(outer_grad_elems(r.spec, outer_grads_separate(r.spec, one.on_device, false))) * 2 +
-       255) /
-      256 * 256;
+      (uint64_t(outer_grad_elems(r.spec)) * 2 + 255) / 256 * 256;
   const EnginePlan both = with_budget(off.device_total() + embed + head + 512 - stage);
   EXPECT_TRUE(both.on_device.front() && both.on_device.back());
   EXPECT_EQ(both.device.optimizer, embed + head);

@@ -181,15 +181,17 @@ class CpuBackend final : public Backend {
   void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWParams& hp, int64_t step,
              float grad_scale, int64_t* nonfinite, Stream& s) override {
     const int64_t n = p.numel();
-    for (auto [name, t] : {std::pair{"m", &m}, {"v", &v}, {"g", &g}})
+    for (auto [name, t] : {std::pair{"m", &m}, {"v", &v}})
       SF_CHECK(t->dtype == DType::kF32 && t->numel() == n, "adamw: ", name, " ", t->shape_str(),
                " must be F32 with the ", n, " elements of p");
+    SF_CHECK((g.dtype == DType::kF32 || g.dtype == DType::kBF16) && g.numel() == n, "adamw: g ",
+             g.shape_str(), " must be F32 or BF16 with the ", n, " elements of p");
     SF_CHECK(p.dtype == DType::kF32 && (w.empty() || w.numel() == n),
              "adamw: p must be F32 and weights empty or of its size");
     adamw_consts(step, hp, grad_scale);  // validates now: errors name the caller's values
     enqueue(s, [=] {
       const int64_t bad =
-          adamw_step(p.f32(), m.f32(), v.f32(), g.data, DType::kF32, n, step, hp, grad_scale);
+          adamw_step(p.f32(), m.f32(), v.f32(), g.data, g.dtype, n, step, hp, grad_scale);
       if (nonfinite) *nonfinite = bad;
       if (!w.empty()) cpu::convert(w, p);
     });

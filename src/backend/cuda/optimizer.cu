@@ -6,7 +6,9 @@
 // written as an explicitly rounded intrinsic so nvcc cannot contract a*b+c into an FMA where the
 // reference has two roundings (the one FMA is torch's lerp, written as __fmaf_rn). sqrt and
 // division are the correctly rounded ones. So the device update is bit-identical with the CPU's.
-// Memory-bound: 16 B read + 12 B written per element (+2 for the bf16 copy), float4 accesses.
+// The gradient is fp32 or bf16 (a clipped unit's kept one), widened exactly as adamw_step does.
+// Memory-bound: 16 B read (14 from a bf16 gradient) + 12 B written per element (+2 for the bf16
+// copy), float4 accesses.
 // It also counts the master weights it leaves non-finite (adamw_step's count): per thread as it
 // writes them, reduced over the block, one atomicAdd per block with any — nothing per element.
 #include <algorithm>
@@ -46,10 +48,21 @@ __device__ int block_count(int x) {
 
 __device__ __forceinline__ int nonfinite(float x) { return isfinite(x) ? 0 : 1; }
 
-// Launched with kThreads threads per block (block_count).
-template <bool kVec>
+// Elements 4i..4i+3 of the gradient, widened to float (exactly, from bf16), read once.
+__device__ __forceinline__ float4 load4(const float* g, int64_t i) {
+  return __ldcs(reinterpret_cast<const float4*>(g) + i);
+}
+__device__ __forceinline__ float4 load4(const bf16* g, int64_t i) {
+  const uint2 raw = __ldcs(reinterpret_cast<const uint2*>(g) + i);
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+
+// Launched with kThreads threads per block (block_count). G: float or bf16, the gradient.
+template <bool kVec, typename G>
 __global__ void adamw_kernel(float* __restrict__ p, float* __restrict__ m, float* __restrict__ v,
-                             const float* __restrict__ g, bf16* __restrict__ w, int64_t n,
+                             const G* __restrict__ g, bf16* __restrict__ w, int64_t n,
                              AdamWConsts k, unsigned long long* __restrict__ bad_total) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -58,7 +71,7 @@ __global__ void adamw_kernel(float* __restrict__ p, float* __restrict__ m, float
     for (; i < n / 4; i += stride) {
       float4 pv = reinterpret_cast<float4*>(p)[i], mv = reinterpret_cast<float4*>(m)[i];
       float4 vv = reinterpret_cast<float4*>(v)[i];
-      const float4 gv = __ldcs(reinterpret_cast<const float4*>(g) + i);  // read once
+      const float4 gv = load4(g, i);
       adamw_element(pv.x, mv.x, vv.x, gv.x, k);
       adamw_element(pv.y, mv.y, vv.y, gv.y, k);
       adamw_element(pv.z, mv.z, vv.z, gv.z, k);
@@ -74,7 +87,7 @@ __global__ void adamw_kernel(float* __restrict__ p, float* __restrict__ m, float
     }
   } else {
     for (; i < n; i += stride) {
-      adamw_element(p[i], m[i], v[i], g[i], k);
+      adamw_element(p[i], m[i], v[i], float(g[i]), k);
       bad += nonfinite(p[i]);
       if (w) w[i] = __float2bfloat16(p[i]);
     }
@@ -126,8 +139,10 @@ void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWConsts& 
            int64_t* nonfinite, cudaStream_t stream) {
   static_assert(sizeof(int64_t) == sizeof(unsigned long long), "atomicAdd's 64-bit type");
   const char* op = "adamw";
-  for (auto [name, t] : {std::pair{"p", &p}, {"m", &m}, {"v", &v}, {"g", &g}})
+  for (auto [name, t] : {std::pair{"p", &p}, {"m", &m}, {"v", &v}})
     check_dtype(op, name, *t, DType::kF32);
+  SF_CHECK(g.dtype == DType::kF32 || g.dtype == DType::kBF16, op, ": g must be F32 or BF16, not ",
+           dtype_name(g.dtype));
   const int64_t n = p.numel();
   SF_CHECK(m.numel() == n && v.numel() == n && g.numel() == n, op, ": m ", m.shape_str(), ", v ",
            v.shape_str(), ", g ", g.shape_str(), " must have the ", n, " elements of p");
@@ -141,16 +156,21 @@ void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWConsts& 
   bf16* wp = w.empty() ? nullptr : static_cast<bf16*>(w.data);
   auto aligned = [](const void* q, int a) { return reinterpret_cast<uintptr_t>(q) % a == 0; };
   const bool vec = n % 4 == 0 && aligned(p.data, 16) && aligned(m.data, 16) &&
-                   aligned(v.data, 16) && aligned(g.data, 16) && (!wp || aligned(wp, 8));
+                   aligned(v.data, 16) && aligned(g.data, g.dtype == DType::kF32 ? 16 : 8) &&
+                   (!wp || aligned(wp, 8));
   const int64_t work = vec ? n / 4 : n;
   const int blocks = int(std::min<int64_t>((work + kThreads - 1) / kThreads, 132 * 16));
   auto* bad = reinterpret_cast<unsigned long long*>(nonfinite);
-  if (vec)
-    adamw_kernel<true>
-        <<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), g.f32(), wp, n, k, bad);
+  auto launch = [&](auto* gp) {
+    if (vec)
+      adamw_kernel<true><<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), gp, wp, n, k, bad);
+    else
+      adamw_kernel<false><<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), gp, wp, n, k, bad);
+  };
+  if (g.dtype == DType::kF32)
+    launch(g.f32());
   else
-    adamw_kernel<false>
-        <<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), g.f32(), wp, n, k, bad);
+    launch(static_cast<const bf16*>(g.data));
   SF_LAUNCH_CHECK(op, " of ", n, " elements");
 }
 
