@@ -119,11 +119,12 @@ class Backend {
   virtual void add(Tensor out, Tensor a, Tensor b, Stream& s) = 0;  // out = a + b (may alias)
 
   // ---- the optimizer on the device (the plan's GPU-resident share, engine/plan.h) ----
-  // One AdamW step over fp32 p, m, v (n elements) from an F32 or BF16 gradient g scaled by grad_scale,
-  // with adamw_step's arithmetic: bit-identical to adamw_step_reference. The updated p is also
-  // written into `weights` (the compute-dtype copy the layers read; may be empty). `nonfinite`
-  // (one int64 in device memory, or null) receives the number of master weights the step left
-  // non-finite (NaN or ±inf), adamw_step's count: the caller reads it back to stop a diverged run.
+  // One AdamW step over fp32 p, m, v (n elements) from an F32 or BF16 gradient g scaled by
+  // grad_scale, with adamw_step's arithmetic: bit-identical to adamw_step_reference. The updated p
+  // is also written into `weights` (the compute-dtype copy the layers read; may be empty).
+  // `nonfinite` (one int64 in device memory, or null) receives the number of master weights the
+  // step left non-finite (NaN or ±inf), adamw_step's count: the caller reads it back to stop a
+  // diverged run.
   virtual void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor weights, const AdamWParams& hp,
                      int64_t step, float grad_scale, int64_t* nonfinite, Stream& s) = 0;
   // out[0] = Σ x² over an F32 or BF16 tensor, in double, deterministic (fixed blocks reduced in a

@@ -295,14 +295,15 @@ EnginePlan make_plan(const PlanRequest& r) {
       }
     };
     // The layers whether or not the outer units fit: with clipping at 24 GiB and 64k tokens the
-    // head (14 B/param of 0.5 G params for Llama-3) does not fit beside the embedding, a layer does.
+    // head (14 B/param of 0.5 G params for Llama-3) does not fit beside the embedding, a layer
+    // does.
     take(0);
     take(head);
     size_t k = 1;
     while (k < head && take(k)) ++k;
     if (k < head)
-      p.next_layer_bytes =
-          UnitState::device_bytes(units[k].numel, UnitState::keeps_device_grad(k, r.clipping), r.dtype);
+      p.next_layer_bytes = UnitState::device_bytes(
+          units[k].numel, UnitState::keeps_device_grad(k, r.clipping), r.dtype);
   }
   p.mlp_tokens = std::min(p.mlp_tokens, p.micro_tokens);
   Sized s = size_device(r, p.window, p.micro_tokens, p.mlp_tokens, p.upload_tile, p.on_device);

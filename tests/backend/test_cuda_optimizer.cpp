@@ -84,36 +84,36 @@ TEST(CudaOptimizer, AdamWIsBitIdenticalWithTheCpuReference) {
   DeviceCount count(be);
   // The gradient in fp32, and in bf16 as a clipped GPU-resident unit keeps it.
   for (DType gdt : {DType::kF32, DType::kBF16})
-  for (const Case& c : cases) {
-    const size_t n = size_t(c.n);
-    std::vector<float> p = random(n, 0.05f, 1), m = random(n, 1e-3f, 2), g = random(n, 1e-2f, 4);
-    std::vector<float> v = random(n, 1e-3f, 3);
-    for (float& x : v) x = x * x;  // a second moment is never negative
-    std::vector<uint16_t> gb(n);  // the bf16 gradient's bits, as the device holds them
-    for (size_t i = 0; i < n; ++i) gb[i] = f32_to_bf16(g[i]);
-    const void* gref = gdt == DType::kF32 ? static_cast<const void*>(g.data()) : gb.data();
-    auto dp = test::upload(be, *s, p, DType::kF32, {c.n});
-    auto dm = test::upload(be, *s, m, DType::kF32, {c.n});
-    auto dv = test::upload(be, *s, v, DType::kF32, {c.n});
-    auto dg = test::upload(be, *s, g, gdt, {c.n});
-    auto dw = test::upload(be, *s, std::vector<float>(n, 0.0f), DType::kBF16, {c.n});
-    std::vector<uint16_t> w(n);
-    for (int64_t step : {1, 2, 3, 1000}) {
-      adamw_step_reference(p.data(), m.data(), v.data(), gref, gdt, c.n, step, c.hp, c.scale,
-                           w.data());
-      be.adamw(dp.t, dm.t, dv.t, dg.t, dw.t, c.hp, step, c.scale, count.ptr(), *s);
-      EXPECT_EQ(count.read(be, *s), 0) << "n " << n << " step " << step;
-      size_t at = 0;
-      ASSERT_TRUE(same_bits(test::download(be, *s, dp.t), p, &at))
-          << "master, gradient " << dtype_name(gdt) << ", n " << n << " step " << step
-          << " element " << at;
-      ASSERT_TRUE(same_bits(test::download(be, *s, dm.t), m, &at)) << "m, element " << at;
-      ASSERT_TRUE(same_bits(test::download(be, *s, dv.t), v, &at)) << "v, element " << at;
-      const std::vector<float> wd = test::download(be, *s, dw.t);
-      for (size_t i = 0; i < n; ++i)
-        ASSERT_EQ(wd[i], bf16_to_f32(w[i])) << "bf16 weights, element " << i;
+    for (const Case& c : cases) {
+      const size_t n = size_t(c.n);
+      std::vector<float> p = random(n, 0.05f, 1), m = random(n, 1e-3f, 2), g = random(n, 1e-2f, 4);
+      std::vector<float> v = random(n, 1e-3f, 3);
+      for (float& x : v) x = x * x;  // a second moment is never negative
+      std::vector<uint16_t> gb(n);   // the bf16 gradient's bits, as the device holds them
+      for (size_t i = 0; i < n; ++i) gb[i] = f32_to_bf16(g[i]);
+      const void* gref = gdt == DType::kF32 ? static_cast<const void*>(g.data()) : gb.data();
+      auto dp = test::upload(be, *s, p, DType::kF32, {c.n});
+      auto dm = test::upload(be, *s, m, DType::kF32, {c.n});
+      auto dv = test::upload(be, *s, v, DType::kF32, {c.n});
+      auto dg = test::upload(be, *s, g, gdt, {c.n});
+      auto dw = test::upload(be, *s, std::vector<float>(n, 0.0f), DType::kBF16, {c.n});
+      std::vector<uint16_t> w(n);
+      for (int64_t step : {1, 2, 3, 1000}) {
+        adamw_step_reference(p.data(), m.data(), v.data(), gref, gdt, c.n, step, c.hp, c.scale,
+                             w.data());
+        be.adamw(dp.t, dm.t, dv.t, dg.t, dw.t, c.hp, step, c.scale, count.ptr(), *s);
+        EXPECT_EQ(count.read(be, *s), 0) << "n " << n << " step " << step;
+        size_t at = 0;
+        ASSERT_TRUE(same_bits(test::download(be, *s, dp.t), p, &at))
+            << "master, gradient " << dtype_name(gdt) << ", n " << n << " step " << step
+            << " element " << at;
+        ASSERT_TRUE(same_bits(test::download(be, *s, dm.t), m, &at)) << "m, element " << at;
+        ASSERT_TRUE(same_bits(test::download(be, *s, dv.t), v, &at)) << "v, element " << at;
+        const std::vector<float> wd = test::download(be, *s, dw.t);
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(wd[i], bf16_to_f32(w[i])) << "bf16 weights, element " << i;
+      }
     }
-  }
 }
 
 // The kernel counts the master weights it leaves NaN or ±inf as the CPU does (adamw_step's

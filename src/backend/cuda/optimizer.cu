@@ -163,9 +163,11 @@ void adamw(Tensor p, Tensor m, Tensor v, Tensor g, Tensor w, const AdamWConsts& 
   auto* bad = reinterpret_cast<unsigned long long*>(nonfinite);
   auto launch = [&](auto* gp) {
     if (vec)
-      adamw_kernel<true><<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), gp, wp, n, k, bad);
+      adamw_kernel<true>
+          <<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), gp, wp, n, k, bad);
     else
-      adamw_kernel<false><<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), gp, wp, n, k, bad);
+      adamw_kernel<false>
+          <<<blocks, kThreads, 0, stream>>>(p.f32(), m.f32(), v.f32(), gp, wp, n, k, bad);
   };
   if (g.dtype == DType::kF32)
     launch(g.f32());
