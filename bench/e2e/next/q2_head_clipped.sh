@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Call Q2 (any GPU; carry .dev/e2e of this HEAD): with clipping a GPU-resident unit keeps its
-# gradient in bf16 (the head's beside its state, as a layer's), so under 24 GiB the clipped 8k-32k
-# plans hold the head beside the embedding (M 8192), and the clipped 64k plan layer 0 (no head).
+# gradient in bf16 (the head's beside its state, as a layer's), so under 24 GiB the clipped 8k and
+# 16k plans hold the head beside the embedding (M 8192), 32k layers 0-1 and 64k layer 0 (no head).
 #  1. the CUDA tests: AdamW from a bf16 gradient bit-identical with the CPU's; the golden cases
 #     with clipping and a GPU-resident share; CudaResidentLayers (clipped: bf16 kept gradients);
 #  2. 1024x16 and 1024x8 clipped and unclipped alternating at 24 GiB (C2, 2026-12-07 late: clipped
