@@ -294,7 +294,7 @@ EnginePlan make_plan(const PlanRequest& r) {
         if (m <= floor_m) return false;
       }
     };
-    // The layers whether or not the outer units fit: with clipping at 24 GiB and 64k tokens the
+    // The layers whether or not the outer units fit: with clipping at 24 GiB from 32k tokens the
     // head (14 B/param of 0.5 G params for Llama-3) does not fit beside the embedding, a layer
     // does.
     take(0);

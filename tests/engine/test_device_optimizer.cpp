@@ -191,7 +191,7 @@ TEST(DeviceOptimizer, PlanTakesLayersFromTheBottomAfterTheOuterUnits) {
   EXPECT_EQ(make_plan(r).device_params, outer_clipped.device_params + 3 * units[1].numel);
   EXPECT_EQ(make_plan(unclipped).device_params, outer_clipped.device_params + 4 * units[1].numel);
   // Where the head does not fit beside the embedding, the layers still go: with clipping at 24
-  // GiB and 64k tokens for Llama-3 8B the head's 14 B/param (7.4 GB) do not fit, a layer's do.
+  // GiB from 32k tokens for Llama-3 8B the head's 14 B/param (7.4 GB) do not fit, a layer's do.
   {
     PlanRequest q = r;
     q.spec.vocab *= 64;  // a head larger than two layers, as Llama-3's
