@@ -183,11 +183,8 @@ void Engine::send_outer_gradient(OuterPart& o) {
   if (on_device(o)) {
     // The update follows at once, or, clipping, once the norm is known (step()), from the
     // gradient the unit keeps (the head's; the embedding's stays in the buffer, the step's last).
-    const UnitState& h = *host_[size_t(o.unit)];
-    if (h.grad) {
-      const Tensor kept(h.grad, dt_, {o.numel});
-      be_.convert(kept, outer_grads(o), *compute_);
-      reduce_on_device(o.unit, kept, *o.grads_ready);
+    if (host_[size_t(o.unit)]->grad) {
+      keep_gradient(o.unit, outer_grads(o), *o.grads_ready);
       return;
     }
     reduce_on_device(o.unit, outer_grads(o), *o.grads_ready);
@@ -522,9 +519,7 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
         adamw_on_device(1 + j, g, Tensor(s.mem.params, dt_, {n}), 1.0f, nullptr);
         s.version = step_;
       } else {
-        const Tensor kept(h.grad, dt_, {n});
-        be_.convert(kept, g, *compute_);
-        reduce_on_device(1 + j, kept, *device_reduced_[size_t(1 + j)]);
+        keep_gradient(1 + j, g, *device_reduced_[size_t(1 + j)]);
       }
     }
     be_.record(*s.params_free, *compute_);

@@ -250,6 +250,10 @@ class Engine {
   // the compute stream (`ready` recorded after it) and read back to the optimizer on the gradient
   // stream.
   void reduce_on_device(int unit, Tensor grads, Event& ready);
+  // Clipping: GPU-resident unit u's fp32 gradient cast into the compute-dtype copy it keeps for
+  // the update after the norm (UnitState::keeps_device_grad), whose Σ g² is then reduced.
+  void keep_gradient(int unit, Tensor grads, Event& ready);
+  Tensor kept_gradient(int unit) const;  // that copy
   // GPU-resident unit u: AdamW on the compute stream from its gradient (fp32, or the compute
   // dtype where it kept one: UnitState::keeps_device_grad), the updated weights
   // also into `weights` (compute dtype; may be empty); the unit's device_updated_ and `done`

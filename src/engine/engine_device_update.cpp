@@ -22,6 +22,17 @@ void Engine::reduce_on_device(int u, Tensor grads, Event& ready) {
   be_.host_callback(*grad_d2h_, [w, u, ss] { w->device_reduced(u, *ss); });
 }
 
+Tensor Engine::kept_gradient(int u) const {
+  const UnitState& h = *host_[size_t(u)];
+  return Tensor(h.grad, dt_, {h.layout.numel});
+}
+
+void Engine::keep_gradient(int u, Tensor grads, Event& ready) {
+  const Tensor kept = kept_gradient(u);
+  be_.convert(kept, grads, *compute_);
+  reduce_on_device(u, kept, ready);
+}
+
 void Engine::adamw_on_device(int u, Tensor grads, Tensor weights, float grad_scale, Event* done) {
   UnitState& h = *host_[size_t(u)];
   const int64_t n = h.layout.numel;
@@ -50,8 +61,7 @@ void Engine::update_on_device(OuterPart& o, float grad_scale) {
   void* weights = static_cast<char*>(parts_.outer_params) + size_t(o.offset) * dtype_size(dt_);
   // From the gradient it keeps (the head, clipping) or its fp32 range of the outer buffer;
   // stage_free: that gradient has been read.
-  const UnitState& h = *host_[size_t(o.unit)];
-  adamw_on_device(o.unit, h.grad ? Tensor(h.grad, dt_, {o.numel}) : outer_grads(o),
+  adamw_on_device(o.unit, host_[size_t(o.unit)]->grad ? kept_gradient(o.unit) : outer_grads(o),
                   Tensor(weights, dt_, {o.numel}), grad_scale, o.stage_free.get());
   o.version = step_;  // the weights on the device carry this step's update
 }
@@ -67,7 +77,7 @@ void Engine::update_resident_clipped(float clip) {
     Slot& s = slot_of(j);
     const bool cached = s.layer == j && s.version == want_version_;
     const int64_t n = h.layout.numel;
-    adamw_on_device(1 + j, Tensor(h.grad, dt_, {n}),
+    adamw_on_device(1 + j, kept_gradient(1 + j),
                     cached ? Tensor(s.mem.params, dt_, {n}) : Tensor(), clip, nullptr);
     if (cached) {
       s.version = step_;
