@@ -6,7 +6,8 @@
 # device-wide peak (NVML via nvidia-smi, sampled every 200 ms), the host peak RSS, the plan's M,
 # and the start-up time.
 # usage: BIN=dir [GPU_MEM=24GiB] [STEPS=4] [LAYERS=32] [CLIP=0] [TRACE_DIR=dir] [EXTRA=args]
-#        bash bench/e2e/run.sh 1024x8 ...   (TRACE_DIR: an engine trace per configuration)
+#        [TAG=name] bash bench/e2e/run.sh 1024x8 ...   (TRACE_DIR: an engine trace per
+#        configuration; TAG: added to the logs' names, for runs of one configuration with EXTRA)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=${BIN:-build}
@@ -27,7 +28,7 @@ configs=("$@")
 for cfg in "${configs[@]}"; do
   S=${cfg%x*}
   B=${cfg#*x}
-  name="${cfg}_${gpu_mem}_clip${clip}"
+  name="${cfg}_${gpu_mem}_clip${clip}${TAG:+_$TAG}"
   args=(--model "$work/model" --data "$work/data.jsonl" --steps "$steps" --batch-size "$B"
     --cutoff-len "$S" --lr 1e-5 --max-grad-norm "$clip" --gpu-memory "$gpu_mem" --backend cuda
     --no-cache --no-save)

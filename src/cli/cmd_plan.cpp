@@ -75,12 +75,9 @@ int cmd_plan(const std::vector<std::string>& argv) {
       disk_line = "NVMe disk: " + describe(b, c.nvme_dir);
     }
   }
-  std::string held_note;  // the plan's own held share only where the prediction says it pays
-  std::string later_note;  // with clipping: the m and v written later where that pays
-  if (c.gpus == 1) {
-    setup.plan = weigh_held_share(setup.request, setup.plan, m, &held_note);
-    setup.plan = weigh_moments_later(setup.request, setup.plan, m, &later_note);
-  }
+  // The plan's own held share, M and later-written m and v where the prediction says they pay.
+  std::vector<std::string> weighed;
+  if (c.gpus == 1) weighed = weigh_plan(setup, m, device_used);
   // The plan `train` allocates: its engine plans the device again once the backend exists, with
   // the device's real use in place of the reserve planned before it; the other choices stay
   // this plan's.
@@ -99,8 +96,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
             << setup.backend->name() << "\n";
   if (!setup.devices_line.empty()) std::cout << "data parallel: " << setup.devices_line << "\n";
   std::cout << "plan: " << plan.describe() << "\n";
-  if (!held_note.empty()) std::cout << held_note << "\n";
-  if (!later_note.empty()) std::cout << later_note << "\n";
+  for (const std::string& line : weighed) std::cout << line << "\n";
 
   // Device: what the engine, the backend and the context take, against the budget.
   std::cout << "device peak: " << gib(plan.device_total());

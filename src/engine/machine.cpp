@@ -288,10 +288,13 @@ nlohmann::json to_json(const MachineConstants& m) {
 }
 
 // Null when the entry is not a complete, positive set of constants (an older or edited file).
-std::optional<MachineConstants> from_json(const std::string& key, const nlohmann::json& j) {
+// `micro_tokens`: the key's M.
+std::optional<MachineConstants> from_json(const std::string& key, int64_t micro_tokens,
+                                          const nlohmann::json& j) {
   if (!j.is_object()) return std::nullopt;
   MachineConstants m;
   m.key = key;
+  m.micro_tokens = micro_tokens;
   auto num = [&](const char* k, double* out) {
     auto it = j.find(k);
     if (it == j.end() || !it->is_number() || !(it->get<double>() > 0) ||
@@ -334,6 +337,7 @@ MachineConstants measure_machine(Backend& be, const ModelSpec& spec, int64_t mic
   const int64_t S = std::clamp<int64_t>(sample_tokens, 1, micro_tokens);
   MachineConstants m;
   m.key = machine_key(be, spec, micro_tokens, S);
+  m.micro_tokens = micro_tokens;
   m.device = be.name();
   m.measured_at = utc_now();
   {
@@ -378,7 +382,7 @@ std::optional<MachineConstants> cached_machine_constants(Backend& be, const Mode
   if (!usable_cache(all)) return std::nullopt;
   const std::string key = machine_key(be, spec, micro_tokens, S);
   if (!all["entries"].contains(key)) return std::nullopt;
-  return from_json(key, all["entries"][key]);
+  return from_json(key, micro_tokens, all["entries"][key]);
 }
 
 MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t micro_tokens,
@@ -395,7 +399,7 @@ MachineConstants machine_constants(Backend& be, const ModelSpec& spec, int64_t m
     if (!usable_cache(all))
       all = empty_cache();
     else if (!remeasure)
-      if (auto m = from_json(key, all["entries"][key])) {
+      if (auto m = from_json(key, micro_tokens, all["entries"][key])) {
         if (note) *note = str_cat("machine constants from ", file.string(), " (measured ",
                                   m->measured_at, ")");
         return *m;

@@ -36,6 +36,9 @@ struct MachineConstants {
   // per token: the forward, and the backward as the engine runs it (recompute, then backward).
   double layer_forward_s = 0, layer_backward_s = 0;
   double layer_tflops = 0;  // the layer's matmul FLOPs / its time (forward + recompute + backward)
+  // The M those layer times were measured at (the key's; 0: not known, as in a replay): a plan
+  // with smaller micro-batches runs the layer slower (engine/predict.h, micro_batch_cost).
+  int64_t micro_tokens = 0;
   // The NVMe tier's disk (io/nvme_probe.h), where the run has one: measured in its directory or
   // given (plan --nvme-bandwidth); not part of the cached measurement.
   double nvme_read_gbps = 0, nvme_write_gbps = 0;

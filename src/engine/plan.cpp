@@ -35,11 +35,6 @@ constexpr int64_t kStatePiece = int64_t(16) << 20;
 // ≈ 0.35 ns/param (2.9 G params/s while copies run, GPU machine, docs/perf.md), a fifth; with the
 // head, a quarter. Cost: 2 B/param of host memory for the held share (4 GiB for 8B).
 constexpr int64_t kHeldShareNum = 1, kHeldShareDen = 4;
-// Micro-batches of 8k tokens run the 8B layer's GEMMs (8192 × 4096 × 14336) at their full rate:
-// `plan` measured the layer (forward, recompute + backward) at 709–724 TFLOP/s at M = 8192 and
-// 693–735 at 16384 on the H200 machine (bench/e2e/h200_2026-12-04_*), 660 at 2048. So the plan
-// trades larger M for optimizer state on the device only down to here.
-constexpr int64_t kSaturatingTokens = 8192;
 // The smallest block of rows the MLP is cut into where a micro-batch of M (bounded from below by
 // the longest sample) does not fit: 8B's MLP GEMMs on 1024 rows (1024 × 4096 × 14336) still fill
 // an H100/H200, and the six 1024 × intermediate tensors take 168 MiB instead of 1.3 GiB at 8k.

@@ -29,6 +29,12 @@
 
 namespace sf {
 
+// Micro-batches of 8k tokens run the 8B layer's GEMMs (8192 × 4096 × 14336) at their full rate:
+// `plan` measured the layer (forward, recompute + backward) at 709–724 TFLOP/s at M = 8192 and
+// 693–735 at 16384 on the H200 machine (bench/e2e/h200_2026-12-04_*), 660 at 2048. So the plan
+// trades larger M for optimizer state on the device only down to here; below it only where the
+// prediction says the trade pays (weigh_micro_batch, engine/predict.h).
+constexpr int64_t kSaturatingTokens = 8192;
 // Which units' optimizer state lives on the device. kAuto: what fits the budget after the
 // window and micro-batch (none without a budget) — the embedding, the head, then decoder layers
 // from the bottom up (with clipping each also keeps its fp32 gradient for the update after the

@@ -1,6 +1,7 @@
 #include "engine/predict.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <vector>
 
@@ -38,6 +39,7 @@ struct Sim {
   bool clipping;
   std::vector<int64_t> numel;  // per unit
   double h2d_rate, d2h_rate, head_flops;
+  double cost;  // micro_batch_cost at the plan's M
 
   double up(size_t u) const {  // fp32 master H2D (a GPU-resident unit is only cast)
     return plan.on_device[u] ? 0 : 4.0 * double(numel[u]) / h2d_rate;
@@ -55,7 +57,8 @@ struct Sim {
     const int L = int(spec.layers), W = plan.window;
     const size_t head_unit = size_t(L) + 1;
     const double act = double(T * spec.hidden) * double(plan.dtype_bytes);
-    const double cf = double(T) * m.layer_forward_s, cb = double(T) * m.layer_backward_s;
+    const double cf = double(T) * m.layer_forward_s * cost,
+                 cb = double(T) * m.layer_backward_s * cost;
     double h2d = t0, d2h = t0;
     // forward
     h2d = std::max(h2d, ready[0]) + up(0);  // the embedding
@@ -246,12 +249,27 @@ struct Sim {
 
 }  // namespace
 
+double micro_batch_cost(const MachineConstants& m, int64_t micro_tokens) {
+  const double ref = double(std::min(m.micro_tokens, kSaturatingTokens));
+  if (m.micro_tokens <= 0 || micro_tokens <= 0 || double(micro_tokens) >= ref) return 1;
+  return std::pow(1 + kSmallMicroBatchCost, std::log2(ref / double(micro_tokens)));
+}
+
 StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
                             const MachineConstants& m, int64_t tokens, bool clipping) {
   SF_CHECK(m.h2d_gbps > 0 && m.d2h_gbps > 0 && m.adam_params_per_s > 0 &&
                m.adam_copy_params_per_s > 0 && m.layer_tflops > 0,
            "predict: the machine constants are incomplete");
-  Sim s{plan, spec, m, tokens, clipping, {}, m.h2d_gbps * 1e9, m.d2h_gbps * 1e9, 0};
+  Sim s{plan,
+        spec,
+        m,
+        tokens,
+        clipping,
+        {},
+        m.h2d_gbps * 1e9,
+        m.d2h_gbps * 1e9,
+        0,
+        micro_batch_cost(m, plan.micro_tokens)};
   for (const UnitLayout& u : unit_layouts(spec)) s.numel.push_back(u.numel);
   SF_CHECK(s.numel.size() == plan.on_device.size() && s.numel.size() == plan.held.size() &&
                s.numel.size() == plan.moments_later.size(),
@@ -301,7 +319,7 @@ StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
     p.host_s = p.host_bytes / ceiling;
     p.step_s = std::max(p.step_s, p.host_s);
   }
-  p.compute_s = double(tokens) * double(L) * (m.layer_forward_s + m.layer_backward_s) +
+  p.compute_s = double(tokens) * double(L) * (m.layer_forward_s + m.layer_backward_s) * s.cost +
                 s.head_flops / (m.layer_tflops * 1e12);
   p.h2d_s = p.h2d_bytes / s.h2d_rate;
   p.d2h_s = p.d2h_bytes / s.d2h_rate;
@@ -350,6 +368,67 @@ EnginePlan weigh_held_share(const PlanRequest& request, const EnginePlan& plan,
     << 100 * kHeldAdamShare << " % of the backward";
   *note = o.str();
   return ring;
+}
+
+EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
+                             const MachineConstants& m, std::string* note) {
+  note->clear();
+  if (request.micro_tokens > 0 || request.mlp_tokens > 0 || !request.on_device.empty() ||
+      request.device_optimizer != DeviceOptimizer::kAuto || request.gpu_budget == 0 ||
+      request.devices != 1 || plan.next_layer_bytes == 0 || plan.nvme_disk > 0)
+    return plan;
+  const int64_t T = request.max_tokens;
+  const int64_t longest =
+      request.max_sample_tokens > 0 ? std::min(request.max_sample_tokens, T) : T;
+  const bool weigh_held = !request.clipping && request.held_units < 0;
+  auto predict = [&](const EnginePlan& p) {
+    return predict_step(p, request.spec, m, T, request.clipping).step_s;
+  };
+  const double plan_s = predict(plan);
+  EnginePlan best = plan;
+  double best_s = plan_s;
+  for (int64_t M = plan.micro_tokens / 2; M >= longest && M >= 1; M /= 2) {
+    PlanRequest q = request;
+    q.micro_tokens = M;
+    if (weigh_held) q.held_units = 0;
+    EnginePlan c = make_plan(q);
+    if (c.device_params <= plan.device_params) continue;  // no more on the device at this M
+    // Held shares from none up while the host total stays within the plan's.
+    for (int held = 0; c.host.total() <= plan.host.total(); ++held) {
+      // a candidate must be faster by more than the prediction's rounding to be worth its bytes
+      if (const double s = predict(c); s < best_s * (1 - 1e-3)) best = c, best_s = s;
+      if (!weigh_held) break;
+      q.held_units = held + 1;
+      const int64_t before = c.held_params;
+      c = make_plan(q);
+      if (c.held_params == before) break;  // every host unit held
+    }
+  }
+  const double gain = plan_s / best_s - 1;
+  if (best.micro_tokens == plan.micro_tokens) {
+    *note = str_cat("micro-batches weighed: none below ", plan.micro_tokens,
+                    " tokens takes more onto the device for a faster step by the prediction");
+    return plan;
+  }
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  o << "micro-batches weighed: M " << best.micro_tokens << " (" << plan.micro_tokens
+    << " planned) with " << best.device_params - plan.device_params
+    << " more parameters updated on the device";
+  if (weigh_held)
+    o << " and the gradients of " << (best.held_params ? best.held_names() : "no unit")
+      << " held (host " << gib(best.host.total()) << ", the plan's " << gib(plan.host.total())
+      << ")";
+  o << ": predicted step " << best_s << " s against " << plan_s << " s (";
+  o.precision(1);
+  o << 100 * gain << " % gain); ";
+  if (gain >= kHeldMinGain) {
+    *note = o.str() + "taken";
+    return best;
+  }
+  *note = o.str() + "not taken: below " + std::to_string(int(100 * kHeldMinGain)) + " %";
+  return plan;
 }
 
 EnginePlan weigh_moments_later(const PlanRequest& request, const EnginePlan& plan,

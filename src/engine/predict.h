@@ -1,6 +1,6 @@
-// defines: sf::StepPrediction, sf::predict_step, sf::weigh_held_share, sf::weigh_moments_later —
-// a step's time from the plan
-// and the machine's constants (engine/machine.h), by playing the engine's schedule (engine.cpp) on
+// defines: sf::StepPrediction, sf::predict_step, sf::weigh_held_share, sf::weigh_micro_batch,
+// sf::weigh_moments_later, sf::micro_batch_cost — a step's time from the plan and the machine's
+// constants (engine/machine.h), by playing the engine's schedule (engine.cpp) on
 // three resources: the compute stream, the PCIe copies (H2D and D2H each at their measured rate)
 // and the CPU optimizer, each event starting when what it waits for in the engine is done:
 //   forward:  layer i computes once its weights are up; the upload of layer i+1 overlaps it
@@ -64,6 +64,30 @@ constexpr double kHeldAdamShare = 0.75;
 // empty where nothing was.
 EnginePlan weigh_held_share(const PlanRequest& request, const EnginePlan& plan,
                             const MachineConstants& m, std::string* note);
+
+// A micro-batch of M tokens below the saturating size (kSaturatingTokens, engine/plan.h) and below
+// the M the layer was measured at runs the layer this much slower per halving of M: the 8B layer
+// measured 660 TFLOP/s at M = 2048 against 709-724 at 8192 (H200, bench/e2e/h200_2026-12-04_*),
+// 4 % a halving; 5 % is what the prediction charges.
+constexpr double kSmallMicroBatchCost = 0.05;
+
+// The layer's time per token at M over the time `m` measured (m.micro_tokens): (1 +
+// kSmallMicroBatchCost) per halving of M below the smaller of m.micro_tokens and kSaturatingTokens;
+// 1 where M is not below it or m.micro_tokens is 0 (not known).
+double micro_batch_cost(const MachineConstants& m, int64_t micro_tokens);
+
+// Where the budget alone stopped the plan's GPU-resident share short of the layers and the plan
+// chose M itself (request.micro_tokens 0, the share kAuto and not given, one device, no NVMe
+// tier): the plans with M halved below the plan's (down to the longest sample) that take more
+// decoder layers onto the device, each with the held share (no clipping, request.held_units -1) of
+// every size whose host total stays within `plan`'s — the host bytes a layer on the device frees
+// go to held gradients, which keep the CPU AdamW busy through the forward. The fastest of them by
+// the prediction (its layers slower by micro_batch_cost) where it shortens the step by at least
+// kHeldMinGain; else `plan`. At small batch the CPU AdamW is the step and the GPU has room for
+// slower micro-batches: for 8B at 8k tokens under 24 GiB, M 4096 takes layer 0 onto the device.
+// `note` as above.
+EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
+                             const MachineConstants& m, std::string* note);
 
 // With clipping and request.moments_later_units -1: `plan` with the number of moments_later
 // units (from the bottom up) the prediction finds fastest, where that shortens the step by at

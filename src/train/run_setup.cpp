@@ -7,6 +7,7 @@
 #include "core/pci_topology.h"
 #include "engine/host_check.h"
 #include "engine/nvme_checkpoints.h"
+#include "engine/predict.h"
 
 namespace sf {
 namespace {
@@ -105,6 +106,26 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec,
   return req;
 }
 
+std::vector<std::string> weigh_plan(RunSetup& s, const MachineConstants& m, uint64_t device_used) {
+  std::vector<std::string> notes;
+  std::string note;
+  auto keep = [&] {
+    if (!note.empty()) notes.push_back(note);
+  };
+  s.plan = weigh_held_share(s.request, s.plan, m, &note);
+  keep();
+  PlanRequest now = s.request;
+  if (now.backend_scratch) {
+    now.device_outside = device_used;
+    now.backend_scratch = nullptr;
+  }
+  s.plan = weigh_micro_batch(now, s.plan, m, &note);
+  keep();
+  s.plan = weigh_moments_later(s.request, s.plan, m, &note);
+  keep();
+  return notes;
+}
+
 EngineOptions engine_options(const TrainConfig& c, const RunSetup& s) {
   const EnginePlan& p = s.plan;
   const PlanRequest& r = s.request;
@@ -117,8 +138,10 @@ EngineOptions engine_options(const TrainConfig& c, const RunSetup& s) {
   o.gpu_budget = p.gpu_budget;
   o.host_budget = c.host_memory;
   o.on_device = p.on_device;
-  // The plan's held share, or none where it dropped it to fit the host.
-  o.held_units = c.max_grad_norm == 0 && p.held_params == 0 ? 0 : int(c.held_gradients);
+  // Without clipping the plan's held share as it stands (weighed, or none where it was dropped to
+  // fit the host); with clipping every host unit is held whatever this says.
+  o.held_units = c.max_grad_norm == 0 ? int(std::count(p.held.begin(), p.held.end(), true))
+                                      : int(c.held_gradients);
   o.moments_later_units = int(std::count(p.moments_later.begin(), p.moments_later.end(), true));
   o.nvme_dir = c.nvme_dir.string();
   o.on_nvme = p.on_nvme;

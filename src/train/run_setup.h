@@ -1,6 +1,6 @@
-// defines: sf::RunSetup, sf::make_run_setup — a run's backend and engine plan, made in the order a
-// GPU budget needs: the plan first (the backend's scratch grows with the micro-batch M it picks),
-// then the backend with workspaces for M tokens.
+// defines: sf::RunSetup, sf::make_run_setup, sf::weigh_plan — a run's backend and engine plan, made
+// in the order a GPU budget needs: the plan first (the backend's scratch grows with the micro-batch
+// M it picks), then the backend with workspaces for M tokens.
 #pragma once
 
 #include <memory>
@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "engine/engine.h"
+#include "engine/machine.h"
 #include "engine/plan.h"
 #include "train/config.h"
 #include "train/data.h"
@@ -42,7 +43,15 @@ PlanRequest train_plan_request(const TrainConfig& c, const ModelSpec& spec, cons
 // it loads (else the peer collective, said in devices_line); on the CPU, simulated devices.
 RunSetup make_run_setup(const std::string& backend, PlanRequest request);
 
-// The engine's options for the run `s` plans (after weigh_held_share and weigh_moments_later):
+// The plan's own choices weighed by the prediction with this machine's constants (one GPU), in
+// this order: the held share (weigh_held_share); smaller micro-batches for more of the model on
+// the device (weigh_micro_batch), planned against the device as it is now — `device_used`, the
+// backend's scratch for the plan's M included, in place of the reserve the plan counted before
+// the backend existed — so the engine's plan fits as the weighing's did; with clipping, the m and
+// v written later (weigh_moments_later). Returns what each weighed, a line each.
+std::vector<std::string> weigh_plan(RunSetup& s, const MachineConstants& m, uint64_t device_used);
+
+// The engine's options for the run `s` plans (after weigh_plan):
 // the plan's choices fixed (M, the GPU-resident, held, later-written and NVMe units, the GPUs),
 // so the engine plans again only the device, with its real use. `train` adds what is the run's
 // own (the trace, the checkpoints' measured path, the initial weights); `plan` makes from these

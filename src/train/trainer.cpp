@@ -170,19 +170,17 @@ TrainSummary run_training(const TrainConfig& c, std::ostream& log, bool terminal
     startup.mark("disk probe");
   }
   // This machine's constants at this M, where `plan` cached them (one GPU's: a data-parallel
-  // step's prediction is planned): the plan's own held share and later-written m and v only where
-  // they predict a gain, and the step time predicted below. The engine keeps this plan's M.
+  // step's prediction is planned): the plan's own held share, a smaller M with more of the model
+  // on the device and later-written m and v only where they predict a gain (weigh_plan), and the
+  // step time predicted below. The engine keeps the weighed plan's M.
   std::optional<MachineConstants> mc;
   if (c.gpus == 1)
     mc = cached_machine_constants(*backend, spec, setup.plan.micro_tokens, req.max_sample_tokens,
                                   machine_file);
   if (mc) {
     if (disk) *mc = mc->with_disk(*disk);
-    std::string note;
-    setup.plan = weigh_held_share(setup.request, setup.plan, *mc, &note);
-    if (!note.empty()) log << note << "\n";
-    setup.plan = weigh_moments_later(setup.request, setup.plan, *mc, &note);
-    if (!note.empty()) log << note << "\n";
+    for (const std::string& note : weigh_plan(setup, *mc, backend->device_memory().planned()))
+      log << note << "\n";
   }
   EngineOptions opt = engine_options(c, setup);
   // nvme_gds auto: the faster path for these checkpoints, measured

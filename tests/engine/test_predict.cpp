@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "io/nvme_store.h"
 #include "model/layout.h"
 #include "model/spec.h"
+#include "train/run_setup.h"
 
 namespace sf {
 namespace {
@@ -276,6 +278,103 @@ TEST(PredictStep, TheHeldShareIsKeptOnlyWhereThePredictionSaysItPays) {
   }
 }
 
+// A micro-batch below the saturating size costs kSmallMicroBatchCost a halving, counted from the
+// M the layer was measured at where that is smaller; nothing where that M is not known.
+TEST(PredictStep, SmallerMicroBatchesRunTheLayerSlower) {
+  MachineConstants m = h200_like();
+  EXPECT_EQ(micro_batch_cost(m, 1024), 1.0);  // measured at an unknown M
+  m.micro_tokens = 8192;
+  EXPECT_EQ(micro_batch_cost(m, 8192), 1.0);
+  EXPECT_EQ(micro_batch_cost(m, 16384), 1.0);
+  EXPECT_NEAR(micro_batch_cost(m, 4096), 1 + kSmallMicroBatchCost, 1e-12);
+  EXPECT_NEAR(micro_batch_cost(m, 2048), std::pow(1 + kSmallMicroBatchCost, 2), 1e-12);
+  m.micro_tokens = 32768;  // above the saturating size: counted from there
+  EXPECT_EQ(micro_batch_cost(m, 8192), 1.0);
+  EXPECT_NEAR(micro_batch_cost(m, 4096), 1 + kSmallMicroBatchCost, 1e-12);
+  m.micro_tokens = 2048;
+  EXPECT_NEAR(micro_batch_cost(m, 1024), 1 + kSmallMicroBatchCost, 1e-12);
+  // the prediction's compute at M 4096 with constants measured at 8192
+  const ModelSpec spec = llama_8b();
+  PlanRequest r = request_8b(spec, 8192, false, DeviceOptimizer::kOff);
+  r.micro_tokens = 8192;
+  const StepPrediction at8k = predict_step(make_plan(r), spec, m, 8192, false);
+  r.micro_tokens = 4096;
+  m.micro_tokens = 8192;
+  const StepPrediction at4k = predict_step(make_plan(r), spec, m, 8192, false);
+  const double head = 6.0 * 8192 * double(spec.hidden) * double(spec.vocab) / 600e12;
+  EXPECT_NEAR(at4k.compute_s - head, (at8k.compute_s - head) * (1 + kSmallMicroBatchCost), 1e-9);
+}
+
+// 8B under 24 GiB as the GPU machine plans it (the context and libraries outside the engine, the
+// CUDA backend's scratch by M): at 8k and 16k tokens the CPU AdamW binds, and micro-batches of
+// 4096 take layer 0 onto the device beside the embedding and the head; the host bytes its state
+// frees hold more gradients. Taken, in no more host than the plan's; at 64k, where the GPU binds,
+// not. Not weighed where M, the share or the window's budget were given.
+TEST(PredictStep, SmallerMicroBatchesAreTakenWhereTheyMakeRoomAndTheCpuBinds) {
+  const ModelSpec spec = llama_8b();
+  MachineConstants m = h200_like();
+  m.micro_tokens = 8192;
+  auto request = [&](int64_t tokens) {
+    PlanRequest r = request_8b(spec, tokens, false, DeviceOptimizer::kAuto);
+    r.device_outside = (uint64_t(1280) << 20) + (uint64_t(768) << 20);
+    r.backend_scratch = [](int64_t M) { return (uint64_t(512) << 20) + uint64_t(M) * 49600; };
+    return r;
+  };
+  std::string note;
+  for (int64_t tokens : {8192, 16384}) {
+    const PlanRequest r = request(tokens);
+    const EnginePlan plan = weigh_held_share(r, make_plan(r), m, &note);
+    ASSERT_GT(plan.next_layer_bytes, 0u) << plan.describe();
+    const EnginePlan w = weigh_micro_batch(r, plan, m, &note);
+    EXPECT_NE(note.find("; taken"), std::string::npos) << note;
+    EXPECT_LT(w.micro_tokens, plan.micro_tokens) << w.describe();
+    EXPECT_GE(w.micro_tokens, r.max_sample_tokens);
+    EXPECT_TRUE(w.on_device[1]) << w.describe();  // layer 0
+    EXPECT_GT(w.device_params, plan.device_params);
+    EXPECT_LE(w.device_total(), r.gpu_budget);
+    EXPECT_LE(w.host.total(), plan.host.total());
+    EXPECT_GT(w.held_params, plan.held_params) << w.describe();
+    const double before = predict_step(plan, spec, m, tokens, false).step_s;
+    const double after = predict_step(w, spec, m, tokens, false).step_s;
+    EXPECT_GE(before / after - 1, kHeldMinGain) << note;
+    // the plan the engine makes from the run's options (train's path) is the weighed plan
+    RunSetup setup;
+    setup.plan = w;
+    setup.request = r;
+    TrainConfig c;
+    c.max_grad_norm = 0;
+    const EngineOptions opt = engine_options(c, setup);
+    // (the backend exists by then: its scratch is in what the device holds)
+    const EnginePlan e = make_plan(
+        engine_plan_request(opt, spec, DType::kBF16, r.device_outside + w.backend_scratch));
+    EXPECT_EQ(e.micro_tokens, w.micro_tokens);
+    EXPECT_EQ(e.on_device, w.on_device);
+    EXPECT_EQ(e.held, w.held);
+    EXPECT_EQ(e.device_total(), w.device_total());
+    EXPECT_EQ(e.host.total(), w.host.total());
+  }
+  const PlanRequest large = request(65536);
+  const EnginePlan plan = make_plan(large);
+  const EnginePlan kept = weigh_micro_batch(large, plan, m, &note);
+  EXPECT_EQ(kept.micro_tokens, plan.micro_tokens) << note;
+  EXPECT_EQ(kept.describe(), plan.describe());
+  // A held share asked for stays as asked.
+  PlanRequest asked = request(8192);
+  asked.held_units = 3;
+  const EnginePlan w3 = weigh_micro_batch(asked, make_plan(asked), m, &note);
+  EXPECT_EQ(std::count(w3.held.begin(), w3.held.end(), true), 3) << w3.describe();
+  // Nothing to weigh where M or the share were given.
+  PlanRequest given_m = request(8192), off = request(8192), given_share = request(8192);
+  given_m.micro_tokens = 8192;
+  off.device_optimizer = DeviceOptimizer::kOff;
+  given_share.on_device = make_plan(given_share).on_device;
+  for (const PlanRequest& r : {given_m, off, given_share}) {
+    const EnginePlan p = make_plan(r);
+    EXPECT_EQ(weigh_micro_batch(r, p, m, &note).describe(), p.describe());
+    EXPECT_TRUE(note.empty()) << note;
+  }
+}
+
 // The AdamW probe's parameters and no warm-up of the layer, for CI's time.
 const ProbeSize kSmall{int64_t(1) << 20, 0.0};
 
@@ -509,6 +608,80 @@ TEST(PlanCommand, PrintsThePlanThePeaksAndThePredictionAndTrainComparesWithIt) {
   r = run_slideformer("train " + base + " --max-steps 1 --no-save --host-memory 1MiB");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("not enough host memory"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+// Micro-batches weighed end to end on the CPU backend (its "device" budget planned as a GPU's):
+// under a budget where the plan's own M leaves a layer off the device and half of it takes one,
+// with constants where the CPU AdamW is the step, `plan` says the smaller M was taken and prints
+// the plan `train` then allocates, line for line, and the run trains.
+TEST(PlanCommand, SmallerMicroBatchesWeighedByThePredictionAreWhatTrainAllocates) {
+  using testing::run_slideformer;
+  const fs::path d = testing::fresh_dir("plan_micro_batch");
+  const fs::path model = testing::tiny_model(d / "m");
+  const ModelSpec spec = load_model_spec(model);
+  testing::write_text(d / "t.txt", std::string(4000, 'a') + "bcdefg hijklmnop");
+  // The request `train` makes for these options (F32 on the CPU backend, nothing outside the
+  // engine, no clipping): the budget where M 128 takes the embedding and the head but no layer
+  // and M 64 takes layer 0 too.
+  PlanRequest r;
+  r.spec = spec;
+  r.dtype = DType::kF32;
+  r.max_tokens = 128;
+  r.max_sequences = 2;
+  r.max_sample_tokens = 64;
+  uint64_t budget = 0;
+  const uint64_t least = make_plan(r).device_total();  // no budget: every unit on the host
+  for (uint64_t b = least; b < 8 * least && budget == 0; b += 256) {
+    r.gpu_budget = b;
+    r.micro_tokens = 0;
+    const EnginePlan own = make_plan(r);
+    if (own.micro_tokens != 128 || own.next_layer_bytes == 0 || !own.on_device.back()) continue;
+    r.micro_tokens = 64;
+    if (make_plan(r).device_params > own.device_params) budget = b;
+  }
+  ASSERT_GT(budget, 0u);
+  // The CPU AdamW far slower than the rest: the step is its time, a layer off it is a gain.
+  {
+    auto be = make_cpu_backend();
+    MachineConstants m = h200_like();
+    m.adam_params_per_s = m.adam_copy_params_per_s = 1e6;
+    m.adam_master_params_per_s = m.adam_moments_params_per_s = 1.4e6;
+    m.layer_forward_s = 1e-9;
+    m.layer_backward_s = 3e-9;
+    nlohmann::json e = {{"device", be->name()},
+                        {"measured_at", "2026-12-08T00:00:00Z"},
+                        {"h2d_gbps", m.h2d_gbps},
+                        {"d2h_gbps", m.d2h_gbps},
+                        {"host_gbps", m.host_gbps},
+                        {"adam_params_per_s", m.adam_params_per_s},
+                        {"adam_copy_params_per_s", m.adam_copy_params_per_s},
+                        {"adam_master_params_per_s", m.adam_master_params_per_s},
+                        {"adam_moments_params_per_s", m.adam_moments_params_per_s},
+                        {"layer_forward_s", m.layer_forward_s},
+                        {"layer_backward_s", m.layer_backward_s},
+                        {"layer_tflops", m.layer_tflops}};
+    nlohmann::json all = {{"version", 5}, {"entries", {{machine_key(*be, spec, 128, 64), e}}}};
+    std::ofstream(d / "machine.json") << all.dump();
+  }
+  const std::string base = "--model " + model.string() + " --data " + (d / "t.txt").string() +
+                           " --cutoff-len 64 --batch-size 2 --backend cpu --max-grad-norm 0" +
+                           " --machine-file " + (d / "machine.json").string() + " --gpu-memory " +
+                           std::to_string(budget);
+  testing::CommandResult out = run_slideformer("plan " + base);
+  ASSERT_EQ(out.code, 0) << out.out;
+  EXPECT_NE(out.out.find("micro-batches weighed: M 64 (128 planned)"), std::string::npos)
+      << out.out;
+  EXPECT_NE(out.out.find("; taken"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("machine constants from"), std::string::npos) << out.out;
+  const std::string plan_block = printed_plan(out.out);
+  EXPECT_NE(plan_block.find("micro-batches of ≤ 64 tokens"), std::string::npos) << plan_block;
+  EXPECT_NE(plan_block.find("layer 0)"), std::string::npos) << out.out;
+  out = run_slideformer("train " + base + " --max-steps 3 --no-save");
+  ASSERT_EQ(out.code, 0) << out.out;
+  EXPECT_NE(out.out.find("micro-batches weighed: M 64 (128 planned)"), std::string::npos)
+      << out.out;
+  EXPECT_NE(out.out.find(plan_block), std::string::npos) << plan_block << "\n" << out.out;
   fs::remove_all(d);
 }
 
