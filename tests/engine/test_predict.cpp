@@ -641,27 +641,17 @@ TEST(PlanCommand, SmallerMicroBatchesWeighedByThePredictionAreWhatTrainAllocates
     if (make_plan(r).device_params > own.device_params) budget = b;
   }
   ASSERT_GT(budget, 0u);
-  // The CPU AdamW far slower than the rest: the step is its time, a layer off it is a gain.
+  // This machine's constants, measured and cached as `plan` would, then the CPU AdamW made far
+  // slower than the rest in the cache: the step is its time, a layer off it is a gain.
   {
     auto be = make_cpu_backend();
-    MachineConstants m = h200_like();
-    m.adam_params_per_s = m.adam_copy_params_per_s = 1e6;
-    m.adam_master_params_per_s = m.adam_moments_params_per_s = 1.4e6;
-    m.layer_forward_s = 1e-9;
-    m.layer_backward_s = 3e-9;
-    nlohmann::json e = {{"device", be->name()},
-                        {"measured_at", "2026-12-08T00:00:00Z"},
-                        {"h2d_gbps", m.h2d_gbps},
-                        {"d2h_gbps", m.d2h_gbps},
-                        {"host_gbps", m.host_gbps},
-                        {"adam_params_per_s", m.adam_params_per_s},
-                        {"adam_copy_params_per_s", m.adam_copy_params_per_s},
-                        {"adam_master_params_per_s", m.adam_master_params_per_s},
-                        {"adam_moments_params_per_s", m.adam_moments_params_per_s},
-                        {"layer_forward_s", m.layer_forward_s},
-                        {"layer_backward_s", m.layer_backward_s},
-                        {"layer_tflops", m.layer_tflops}};
-    nlohmann::json all = {{"version", 5}, {"entries", {{machine_key(*be, spec, 128, 64), e}}}};
+    machine_constants(*be, spec, 128, 64, d / "machine.json", false, nullptr, kSmall);
+    nlohmann::json all = nlohmann::json::parse(std::ifstream(d / "machine.json"));
+    nlohmann::json& e = all["entries"][machine_key(*be, spec, 128, 64)];
+    e["adam_params_per_s"] = e["adam_copy_params_per_s"] = 1e6;
+    e["adam_master_params_per_s"] = e["adam_moments_params_per_s"] = 1.4e6;
+    e["layer_forward_s"] = 1e-9;
+    e["layer_backward_s"] = 3e-9;
     std::ofstream(d / "machine.json") << all.dump();
   }
   const std::string base = "--model " + model.string() + " --data " + (d / "t.txt").string() +
