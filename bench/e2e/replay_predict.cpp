@@ -25,6 +25,7 @@
 #include "engine/plan.h"
 #include "engine/predict.h"
 #include "engine/unit_state.h"
+#include "engine/weigh.h"
 #include "model/spec.h"
 
 int main(int argc, char** argv) {

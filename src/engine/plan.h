@@ -33,7 +33,7 @@ namespace sf {
 // `plan` measured the layer (forward, recompute + backward) at 709–724 TFLOP/s at M = 8192 and
 // 693–735 at 16384 on the H200 machine (bench/e2e/h200_2026-12-04_*), 660 at 2048. So the plan
 // trades larger M for optimizer state on the device only down to here; below it only where the
-// prediction says the trade pays (weigh_micro_batch, engine/predict.h).
+// prediction says the trade pays (weigh_micro_batch, engine/weigh.h).
 constexpr int64_t kSaturatingTokens = 8192;
 // Which units' optimizer state lives on the device. kAuto: what fits the budget after the
 // window and micro-batch (none without a budget) — the embedding, the head, then decoder layers

@@ -1,8 +1,8 @@
-// defines: sf::StepPrediction, sf::predict_step, sf::weigh_held_share, sf::weigh_micro_batch,
-// sf::weigh_moments_later, sf::micro_batch_cost — a step's time from the plan and the machine's
-// constants (engine/machine.h), by playing the engine's schedule (engine.cpp) on
-// three resources: the compute stream, the PCIe copies (H2D and D2H each at their measured rate)
-// and the CPU optimizer, each event starting when what it waits for in the engine is done:
+// defines: sf::StepPrediction, sf::predict_step, sf::micro_batch_cost — a step's time from the
+// plan and the machine's constants (engine/machine.h), by playing the engine's schedule
+// (engine.cpp) on three resources: the compute stream, the PCIe copies (H2D and D2H each at their
+// measured rate) and the CPU optimizer, each event starting when what it waits for in the engine is
+// done:
 //   forward:  layer i computes once its weights are up; the upload of layer i+1 overlaps it
 //             (the window's slots), the checkpoint offload of x_i runs on the D2H stream;
 //   head:     its upload (GPU-resident: a cast), then the fused head on the step's tokens;
@@ -44,26 +44,11 @@ struct StepPrediction {
   std::string describe(int64_t tokens) const;
 };
 
-// `tokens`: the step's T (the machine's layer constants were measured at the plan's micro-batch
-// and sample length; the layer's time scales with the tokens, micro-batch by micro-batch).
+// `tokens`: the step's T (the machine's layer constants were measured at a micro-batch of
+// m.micro_tokens and the sample length; the layer's time scales with the tokens, micro-batch by
+// micro-batch, and by micro_batch_cost where the plan's M is smaller).
 StepPrediction predict_step(const EnginePlan& plan, const ModelSpec& spec,
                             const MachineConstants& m, int64_t tokens, bool clipping);
-
-// Below this gain of the step the plan's own held share is not worth its host memory...
-constexpr double kHeldMinGain = 0.03;
-// ... provided the CPU AdamW of every host unit (at its rate under copies) takes at most this
-// share of the backward: the prediction alone said 0 % at 32k tokens on the GPU machine, where the
-// share measured 1.25× (its AdamW took ~0.95 of the backward); at 64k it took ~0.5 and the share
-// measured 1.00× (docs/perf.md, "Held gradients without clipping").
-constexpr double kHeldAdamShare = 0.75;
-
-// Where `plan` took its own held share (request.held_units -1, no clipping): the plan for
-// `request` without it when, by the prediction, the share shortens the step by less than
-// kHeldMinGain and the AdamW has room in the backward (kHeldAdamShare) — its 2 B/param of host
-// buy nothing there. Else `plan` as it is. `note` (not null) gets what was weighed, or stays
-// empty where nothing was.
-EnginePlan weigh_held_share(const PlanRequest& request, const EnginePlan& plan,
-                            const MachineConstants& m, std::string* note);
 
 // A micro-batch of M tokens below the saturating size (kSaturatingTokens, engine/plan.h) and below
 // the M the layer was measured at runs the layer this much slower per halving of M: the 8B layer
@@ -75,25 +60,5 @@ constexpr double kSmallMicroBatchCost = 0.05;
 // kSmallMicroBatchCost) per halving of M below the smaller of m.micro_tokens and kSaturatingTokens;
 // 1 where M is not below it or m.micro_tokens is 0 (not known).
 double micro_batch_cost(const MachineConstants& m, int64_t micro_tokens);
-
-// Where the budget alone stopped the plan's GPU-resident share short of the layers and the plan
-// chose M itself (request.micro_tokens 0, the share kAuto and not given, one device, no NVMe
-// tier): the plans with M halved below the plan's (down to the longest sample) that take more
-// decoder layers onto the device, each with the held share (no clipping, request.held_units -1) of
-// every size whose host total stays within `plan`'s — the host bytes a layer on the device frees
-// go to held gradients, which keep the CPU AdamW busy through the forward. The fastest of them by
-// the prediction (its layers slower by micro_batch_cost) where it shortens the step by at least
-// kHeldMinGain; else `plan`. At small batch the CPU AdamW is the step and the GPU has room for
-// slower micro-batches: for 8B at 8k tokens under 24 GiB, M 4096 takes layer 0 onto the device.
-// `note` as above.
-EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
-                             const MachineConstants& m, std::string* note);
-
-// With clipping and request.moments_later_units -1: `plan` with the number of moments_later
-// units (from the bottom up) the prediction finds fastest, where that shortens the step by at
-// least kHeldMinGain (the m and v written later cost no memory, but an order the prediction
-// gains little from is not worth the risk of its error); else `plan` as it is. `note` as above.
-EnginePlan weigh_moments_later(const PlanRequest& request, const EnginePlan& plan,
-                               const MachineConstants& m, std::string* note);
 
 }  // namespace sf

@@ -8,6 +8,7 @@
 #include "engine/host_check.h"
 #include "engine/nvme_checkpoints.h"
 #include "engine/predict.h"
+#include "engine/weigh.h"
 
 namespace sf {
 namespace {

@@ -15,6 +15,7 @@
 #include "engine/plan.h"
 #include "engine/predict.h"
 #include "engine/unit_state.h"
+#include "engine/weigh.h"
 #include "io/nvme_store.h"
 #include "model/layout.h"
 #include "model/spec.h"
