@@ -56,7 +56,9 @@ EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
   const double plan_s = predict(plan);
   EnginePlan best = plan;
   double best_s = plan_s;
-  for (int64_t M = plan.micro_tokens / 2; M >= longest && M >= 1; M /= 2) {
+  if (plan.micro_tokens <= longest) return plan;  // no smaller micro-batch holds the longest sample
+  for (int64_t M = plan.micro_tokens; M > longest;) {
+    M = std::max(longest, M / 2);
     PlanRequest q = request;
     q.micro_tokens = M;
     if (weigh_held) q.held_units = 0;

@@ -79,7 +79,7 @@ struct SafetensorsWriteOptions {
   // Small files of the same checkpoint (name in dir, content), e.g. config.json: written under
   // temporary names with the shards and renamed after every shard and the index, so a failure
   // (a full disk) never leaves new weights without their config, nor a config without weights.
-  std::vector<std::pair<std::string, std::string>> companion_files;
+  std::vector<std::pair<std::string, std::string>> companion_files = {};
 };
 
 // Writes `tensors` into dir as model.safetensors (one shard) or model-0000k-of-0000n.safetensors

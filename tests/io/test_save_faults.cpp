@@ -85,9 +85,10 @@ TEST(SaveFaults, FullDiskNeverLeavesWeightsWithoutConfig) {
     } else {
       EXPECT_TRUE(weights && config) << "budget " << budget;
     }
-    if (fs::exists(out))
+    if (fs::exists(out)) {
       for (const auto& e : fs::directory_iterator(out))
         EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+    }
   }
   EXPECT_EQ(failures, 5);  // every budget below the total fails, the last one succeeds
   fs::remove_all(dir);
