@@ -49,6 +49,7 @@ EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
   const int64_t T = request.max_tokens;
   const int64_t longest =
       request.max_sample_tokens > 0 ? std::min(request.max_sample_tokens, T) : T;
+  if (plan.micro_tokens <= longest) return plan;  // no smaller micro-batch holds the longest sample
   const bool weigh_held = !request.clipping && request.held_units < 0;
   auto predict = [&](const EnginePlan& p) {
     return predict_step(p, request.spec, m, T, request.clipping).step_s;
@@ -56,7 +57,6 @@ EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
   const double plan_s = predict(plan);
   EnginePlan best = plan;
   double best_s = plan_s;
-  if (plan.micro_tokens <= longest) return plan;  // no smaller micro-batch holds the longest sample
   for (int64_t M = plan.micro_tokens; M > longest;) {
     M = std::max(longest, M / 2);
     PlanRequest q = request;
