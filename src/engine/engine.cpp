@@ -479,6 +479,10 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
   };
   for (int k = 0; k < 2; ++k) be_.record(*restore_free_[k], *compute_);
   if (L >= 2) restore(L - 2);
+  // The slots' gradient and stages inside the outer buffer (carve_device): the head's gradient
+  // has left it — without a stage its D2H read it there; with one, its cast (or its update on the
+  // device) ran on this stream before.
+  if (parts_.slots_in_outer && !parts_.outer_stage) be_.wait(*compute_, *head_part_->stage_free);
   for (int j = L - 1; j >= 0; --j) {
     for (int k = j; k > std::max(j - opt_.window, -1); --k) load_layer(k);
     prefetch_nvme(j - opt_.window);
@@ -526,6 +530,10 @@ float Engine::run_share(const Batch& batch, float grad_scale) {
     if (j >= 1 && j < L - 1) restore(j - 1);  // x_{L-2} was brought back before the loop
     if (!h.on_device) reduce_and_send(1 + j, s.mem.grads, s.mem.stage, n, s);
   }
+  // The slots' last D2Hs (from their stages, or their gradient without) read the outer buffer
+  // where they lie inside it: done before the embedding's gradient overwrites them.
+  if (parts_.slots_in_outer)
+    for (auto& s : slots_) be_.wait(*compute_, *s->stage_free);
   if (!spec_.tie_word_embeddings) clear_outer_grads(*embed_part_);  // after the head's turn
   // transformers' nn.Embedding(padding_idx=pad_token_id) gives the pad row no gradient from the
   // lookup; with tied weights the head's share of that row stays: save the row, restore it.

@@ -77,6 +77,9 @@ struct EngineOptions {
   int nvme_masters = -1;
   int nvme_checkpoints = -1;  // the activation checkpoints there: 1, 0, -1 (PlanRequest's)
   bool nvme_gds = false;      // their slots on the device, through GPUDirect Storage
+  // The slots' gradient and stages inside the outer unit's gradient buffer where they fit
+  // (PlanDims::slots_in_outer; off: memory of their own, for tests that compare the two).
+  bool slots_in_outer = true;
   // Data parallel: the backends of devices 1 … N-1 (this engine's is device 0) and the reduction
   // over all N (collective->ranks() == N). max_tokens and max_sequences are then each device's;
   // a step's batch holds every device's share: its samples in N runs of equal count (±1).

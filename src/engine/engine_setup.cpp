@@ -64,6 +64,7 @@ PlanRequest engine_plan_request(const EngineOptions& o, const ModelSpec& spec, D
   req.host_limit = host_limit_for_plan(o.host_budget, /*also_available=*/true);
   req.devices = 1 + int(o.data_parallel.size());
   req.ckpt_gpu_direct = o.nvme_gds;
+  req.slots_in_outer = o.slots_in_outer;
   return req;
 }
 
@@ -207,7 +208,7 @@ void Engine::setup_device(const PlanRequest& req) {
                       opt_.max_sequences, plan_.micro_tokens,
                       plan_.upload_tile,  plan_.on_device,
                       req.clipping,       plan_.devices == 1,
-                      plan_.mlp_tokens};
+                      plan_.mlp_tokens,   req.slots_in_outer};
   dev_ = be_.alloc(MemoryKind::kDevice, plan_.device.engine(), "device cache units and workspace");
   parts_ = carve_device(spec_, dt_, dims, dev_.data(), nullptr);
   for (size_t u = 0; u < host_.size(); ++u)

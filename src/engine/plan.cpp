@@ -56,7 +56,7 @@ Sized size_device(const PlanRequest& r, int window, int64_t M, int64_t F, int64_
   Sized s;
   carve_device(r.spec, r.dtype,
                PlanDims{window, r.max_tokens, r.max_sequences, M, tile, on_device, r.clipping,
-                        r.devices == 1, F},
+                        r.devices == 1, F, r.slots_in_outer},
                nullptr, &s.device);
   if (r.backend_scratch) s.backend = r.backend_scratch(M);
   return s;
@@ -128,16 +128,31 @@ DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, voi
   p.outer_stage =
       dt != DType::kF32 && !all_outer_on_device ? b.take_bytes(size_t(grads_n) * dsz) : nullptr;
   section(&n.outer);
+  // The slots' gradient and stages: inside the outer fp32 buffer while they fit (PlanDims::
+  // slots_in_outer), else memory of their own.
+  const size_t room = d.slots_in_outer && d.shared_slot_grads && !spec.tie_word_embeddings
+                          ? size_t(grads_n) * 4
+                          : 0;
+  size_t inside = 0;
+  auto slot_buffer = [&](size_t bytes) -> void* {
+    const size_t need = (bytes + 255) / 256 * 256;
+    if (inside + need > room) return b.take_bytes(bytes);
+    void* q = base ? static_cast<void*>(reinterpret_cast<char*>(p.outer_grads) + inside) : nullptr;
+    inside += need;
+    p.slots_in_outer = true;
+    return q;
+  };
   p.slots.resize(size_t(d.window));
   float* grads = nullptr;
   for (size_t k = 0; k < p.slots.size(); ++k) {
     auto& s = p.slots[k];
     s.params = b.take_bytes(size_t(layer_n) * dsz);
     if (k == 0 || !d.shared_slot_grads)
-      grads = static_cast<float*>(b.take_bytes(size_t(layer_n) * 4));
+      grads = static_cast<float*>(slot_buffer(size_t(layer_n) * 4));
     s.grads = grads;
-    s.stage = dt != DType::kF32 ? b.take_bytes(size_t(layer_n) * dsz) : nullptr;
   }
+  if (dt != DType::kF32)
+    for (auto& s : p.slots) s.stage = slot_buffer(size_t(layer_n) * dsz);
   section(&n.slots);
   p.upload = static_cast<float*>(b.take_bytes(size_t(d.upload_tile) * 4));
   section(&n.upload);

@@ -7,15 +7,16 @@
 // their compute-dtype copy for the D2H — none when both are GPU-resident), W cache slots of the
 // largest layer (weights and the compute-dtype copy of the gradients; on one device the slots share
 // one fp32 gradient buffer — a layer's gradient is cast to its stage on the compute stream before
-// the next layer's backward zeroes the buffer — with several, each slot has its own, read by the
-// reduction while the next layer computes), one fp32 upload tile (weights go H2D as fp32 and are
-// cast on the device: no compute-dtype copy of the model on the host), the step's batch, three
-// T×C activation buffers (x/y of the forward, where the backward restores its checkpoints; ∂L/∂x)
-// and the workspaces of ONE micro-batch of M tokens (layer, head and the backend's own), and the
-// optimizer state (fp32 master, m, v) of the GPU-resident share: the units the plan chooses to
-// update on the device, where the budget leaves room (embedding first, then the head). Host: master
-// weights and Adam m, v of the other units (12 B/param), gradients, the activation checkpoints (L ×
-// T × C) and the batch staging.
+// the next layer's backward zeroes the buffer — and, untied, that buffer and the stages lie inside
+// the outer unit's fp32 gradients where they fit (PlanDims::slots_in_outer); with several devices,
+// each slot has its own, read by the reduction while the next layer computes), one fp32 upload tile
+// (weights go H2D as fp32 and are cast on the device: no compute-dtype copy of the model on the
+// host), the step's batch, three T×C activation buffers (x/y of the forward, where the backward
+// restores its checkpoints; ∂L/∂x) and the workspaces of ONE micro-batch of M tokens (layer, head
+// and the backend's own), and the optimizer state (fp32 master, m, v) of the GPU-resident share:
+// the units the plan chooses to update on the device, where the budget leaves room (embedding
+// first, then the head). Host: master weights and Adam m, v of the other units (12 B/param),
+// gradients, the activation checkpoints (L × T × C) and the batch staging.
 #pragma once
 
 #include <cstdint>
@@ -92,6 +93,10 @@ struct PlanRequest {
   // The checkpoints' staging slots on the device, moved by GPUDirect Storage (cuFile) instead of
   // through pinned host slots and io_uring, where they go to NVMe and the budget has room.
   bool ckpt_gpu_direct = false;
+  // The cache slots' fp32 gradient and their stages inside the outer unit's fp32 gradient buffer,
+  // where they fit (one device, untied: PlanDims::slots_in_outer). Off: each in memory of its own
+  // (tests compare the two).
+  bool slots_in_outer = true;
   // Data parallel (--gpus): engines, one per device, each planned for its own share of a step
   // (max_tokens and max_sequences are per device); the host holds one copy of the state and
   // each engine's checkpoints and batch staging. The GPU-resident share and NVMe are planned for
@@ -210,6 +215,7 @@ struct DeviceParts {
   float* outer_grads = nullptr;
   void* outer_stage = nullptr;
   std::vector<Slot> slots;
+  bool slots_in_outer = false;  // some of the slots' buffers are inside outer_grads
   float* upload = nullptr;  // fp32 H2D tile
   void* batch = nullptr;    // ids, targets, positions, micro-batch cu_seqlens (I32)
   float* inv_freq = nullptr;
@@ -240,6 +246,12 @@ struct PlanDims {
   // the reduce stream reads a layer's gradient while the next layer's backward runs).
   bool shared_slot_grads = true;
   int64_t mlp_tokens = 0;  // F; 0: micro_tokens
+  // With one shared slot gradient and untied embeddings: the slots' fp32 gradient, then their
+  // stages, inside the outer unit's fp32 gradient buffer while they fit there. The layers'
+  // backward runs after the head's gradient has left that buffer and before the embedding's
+  // arrives (the engine waits for the head's D2H from it and for the slots' last D2Hs), so the two
+  // never live at once: for 8B, 1.7 GB of the buffer's 2.1 GB that would otherwise be taken again.
+  bool slots_in_outer = true;
 };
 DeviceParts carve_device(const ModelSpec& spec, DType dt, const PlanDims& d, void* base,
                          DeviceBytes* bytes);

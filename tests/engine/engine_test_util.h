@@ -18,7 +18,8 @@ namespace sf::test_engine {
 
 namespace fs = std::filesystem;
 
-inline fs::path tiny_model(const std::string& name, const std::string& arch, bool tied) {
+inline fs::path tiny_model(const std::string& name, const std::string& arch, bool tied,
+                           int64_t vocab = 97) {
   fs::path dir = fs::temp_directory_path() / ("sf_engine_" + name);
   fs::remove_all(dir);
   TinyModelOptions o;
@@ -28,7 +29,7 @@ inline fs::path tiny_model(const std::string& name, const std::string& arch, boo
   o.heads = 4;
   o.kv_heads = 2;
   o.intermediate = 48;
-  o.vocab = 97;
+  o.vocab = vocab;
   o.init_std = 0.1;
   o.tie_word_embeddings = tied;
   write_random_model(dir, o);

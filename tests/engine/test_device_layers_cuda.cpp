@@ -10,9 +10,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "backend/cuda/cuda_backend.h"
 #include "engine_test_util.h"
+#include "model/layout.h"
 
 namespace sf {
 namespace {
@@ -83,6 +85,63 @@ TEST(CudaResidentLayers, TrackTheHostOptimizer) {
           std::printf("[ resident ] %s: max |Δw| %.3g\n", what.c_str(), worst);
         }
       }
+}
+
+// The slots' gradient and stages inside the outer unit's fp32 gradients (PlanDims::slots_in_outer;
+// a vocabulary of 512 makes room for the gradient and both bf16 stages): the engine orders the
+// head's gradient leaving that buffer before the first layer's backward, and the last layers'
+// stage D2Hs before the embedding's backward overwrites them. Against the same run with memory of
+// their own: every op is bitwise repeatable (cuda_backend.cu), so the same losses and weights; a
+// D2H that raced the embedding's backward would send a layer the embedding's gradient instead of
+// its own (|Δw| ≈ lr a step).
+TEST(CudaSlotsInOuter, ChangeNoResult) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
+  const fs::path dir = tiny_model("slots_in_outer_cuda", "llama", false, 512);
+  const ModelSpec spec = load_model_spec(dir);
+  constexpr int kSteps = 4;
+  constexpr float kLr = 1e-2f;
+  for (float clip : {0.0f, 1.0f})
+    for (int window : {1, 2})
+      for (DeviceOptimizer dev : {DeviceOptimizer::kOff, DeviceOptimizer::kAll})
+        for (int64_t micro : {int64_t(0), int64_t(24)}) {
+          CudaBackendOptions bo;
+          bo.max_tokens = micro > 0 ? micro : 64;
+          bo.hidden = spec.hidden;
+          bo.vocab = spec.vocab;
+          bo.max_heads = spec.heads;
+          auto be = make_cuda_backend(bo);
+          auto run = [&](bool inside, std::vector<double>* losses) {
+            EngineOptions opt = run_options(window, clip);
+            opt.micro_tokens = micro;
+            opt.device_optimizer = dev;
+            opt.slots_in_outer = inside;
+            Engine e(*be, spec, opt);
+            load_model_weights(e, dir);
+            for (int s = 0; s < kSteps; ++s)
+              losses->push_back(
+                  e.step(random_batch(uint64_t(s % 2), spec.vocab, {13, 21, 7}), kLr).loss);
+            return std::pair{all_weights(e), e.plan().device.slots};
+          };
+          std::vector<double> apart_losses, inside_losses;
+          const auto [apart, apart_slots] = run(false, &apart_losses);
+          const auto [inside, inside_slots] = run(true, &inside_losses);
+          const std::string what = "clip " + std::to_string(clip) + " window " +
+                                   std::to_string(window) + " M " + std::to_string(micro) +
+                                   (dev == DeviceOptimizer::kAll ? ", outer on the device" : "");
+          // the gradient and both stages inside: the slots take their weights alone
+          const uint64_t n = uint64_t(layer_layout(spec, 0).numel);
+          EXPECT_EQ(apart_slots - inside_slots,
+                    (n * 4 + 255) / 256 * 256 + 2 * ((n * 2 + 255) / 256 * 256))
+              << what;
+          EXPECT_EQ(inside_losses, apart_losses) << what;
+          ASSERT_EQ(inside.size(), apart.size());
+          double worst = 0;
+          for (size_t k = 0; k < inside.size(); ++k)
+            for (size_t i = 0; i < inside[k].size(); ++i)
+              worst = std::max(worst, std::fabs(double(inside[k][i]) - apart[k][i]));
+          EXPECT_EQ(worst, 0.0) << what;
+          std::printf("[ slots in outer ] %s: max |Δw| %.3g\n", what.c_str(), worst);
+        }
 }
 
 }  // namespace

@@ -413,6 +413,88 @@ TEST(Plan, SlotsShareOneGradientBufferOnOneDevice) {
   EXPECT_EQ(two.device.slots - one.device.slots, round(uint64_t(n) * 4) * uint64_t(one.window - 1));
 }
 
+// A vocabulary of 512 makes the outer unit's fp32 gradients (16 K elements) larger than a layer's
+// gradient and both its stages (7.7 K elements, 4 + 2 × 2 B each): on one device and untied, the
+// slots' gradient and stages lie inside that buffer and the slots cost their weights alone; tied,
+// data parallel or asked not to, each has memory of its own.
+TEST(Plan, SlotBuffersLieInsideTheOuterGradientsWhereTheyFit) {
+  const auto round = [](uint64_t b) { return (b + 255) / 256 * 256; };
+  std::vector<char> mem(64 << 20);
+  for (bool tied : {false, true}) {
+    const ModelSpec spec =
+        load_model_spec(tiny_model(tied ? "plan_inside_tied" : "plan_inside", "llama", tied, 512));
+    const int64_t n = layer_layout(spec, 0).numel;
+    const uint64_t weights = round(uint64_t(n) * 2);
+    for (DType dt : {DType::kBF16, DType::kF32}) {
+      for (bool asked : {true, false}) {
+        for (bool shared : {true, false}) {
+          PlanDims d{2, 512, 4, 512, 1 << 16, {}, false, shared};
+          d.slots_in_outer = asked;
+          DeviceBytes bytes;
+          carve_device(spec, dt, d, nullptr, &bytes);
+          const DeviceParts p = carve_device(spec, dt, d, mem.data(), nullptr);
+          const bool inside = asked && shared && !tied;
+          const std::string what = std::string(tied ? "tied" : "untied") + " " +
+                                   std::string(dtype_name(dt)) + (asked ? " asked" : "") +
+                                   (shared ? " shared" : "");
+          EXPECT_EQ(p.slots_in_outer, inside) << what;
+          const uint64_t own = dt == DType::kF32 ? round(uint64_t(n) * 4) * 2
+                                                 : round(uint64_t(n) * 2) * 2;  // weights
+          const uint64_t grads = round(uint64_t(n) * 4) * (shared ? 1 : 2);
+          const uint64_t stages = dt == DType::kF32 ? 0 : 2 * weights;
+          EXPECT_EQ(bytes.slots, own + (inside ? 0 : grads + stages)) << what;
+          if (!inside) continue;
+          const char* lo = reinterpret_cast<const char*>(p.outer_grads);
+          const char* hi = lo + outer_grad_elems(spec) * 4;
+          for (const auto& s : p.slots) {
+            const char* g = reinterpret_cast<const char*>(s.grads);
+            EXPECT_TRUE(g >= lo && g + n * 4 <= hi) << what;
+            const char* st = static_cast<const char*>(s.stage);
+            if (dt != DType::kF32) {
+              EXPECT_TRUE(st >= lo && st + n * 2 <= hi) << what;
+            }
+          }
+          EXPECT_NE(p.slots[0].grads, static_cast<void*>(p.slots[0].stage)) << what;
+        }
+      }
+    }
+  }
+}
+
+// The slots' buffers inside the outer unit's gradients change no result: the same bits as with
+// memory of their own — losses, every weight — over windows 1-2, clipping off and biting, the
+// embedding and head on the host and on the device (whose updates read that buffer).
+TEST(Engine, SlotBuffersInsideTheOuterGradientsChangeNoResult) {
+  const fs::path dir = tiny_model("inside_outer", "llama", false, 512);
+  {  // they are inside: the slots take their weights alone
+    auto be = make_cpu_backend();
+    const ModelSpec spec = load_model_spec(dir);
+    EngineOptions opt = run_options(2, 0.0f);
+    const uint64_t inside = Engine(*be, spec, opt).plan().device.slots;
+    opt.slots_in_outer = false;
+    EXPECT_EQ(Engine(*be, spec, opt).plan().device.slots - inside,
+              (uint64_t(layer_layout(spec, 0).numel) * 4 + 255) / 256 * 256);
+  }
+  for (float clip : {0.0f, 0.05f})
+    for (int window : {1, 2})
+      for (DeviceOptimizer dev : {DeviceOptimizer::kOff, DeviceOptimizer::kAll}) {
+        EngineOptions opt = run_options(window, clip);
+        opt.device_optimizer = dev;
+        opt.slots_in_outer = false;
+        const TrainRun apart = train(dir, opt, 4, /*whole=*/true);
+        opt.slots_in_outer = true;
+        const TrainRun inside = train(dir, opt, 4, /*whole=*/true);
+        const std::string what = "clip " + std::to_string(clip) + " window " +
+                                 std::to_string(window) +
+                                 (dev == DeviceOptimizer::kAll ? " outer on the device" : "");
+        EXPECT_EQ(inside.losses, apart.losses) << what;
+        ASSERT_EQ(inside.weights.size(), apart.weights.size());
+        for (size_t k = 0; k < apart.weights.size(); ++k)
+          EXPECT_EQ(inside.weights[k], apart.weights[k]) << what << " tensor " << k;
+        EXPECT_LT(apart.losses.back(), apart.losses.front()) << what;
+      }
+}
+
 // --trace: the timeline has every stream's spans, the optimizer's and one summary per step;
 // tracing changes no result.
 TEST(Engine, TraceRecordsEveryStreamAndChangesNothing) {
