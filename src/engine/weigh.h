@@ -34,7 +34,7 @@ EnginePlan weigh_held_share(const PlanRequest& request, const EnginePlan& plan,
 // held gradients, which keep the CPU AdamW busy through the forward. The fastest of them by the
 // prediction (its layers slower by micro_batch_cost) where it shortens the step by at least
 // kHeldMinGain; else `plan`. At small batch the CPU AdamW is the step and the GPU has room for
-// slower micro-batches: for 8B at 8k tokens under 24 GiB, M 4096 takes layer 0 onto the device.
+// slower micro-batches: for 8B at 8k tokens under 24 GiB, M 2048 takes layers 0-1 onto the device.
 // `note` as above (empty where the plan's M already is the longest sample: nothing to weigh).
 EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
                              const MachineConstants& m, std::string* note);

@@ -8,11 +8,12 @@
 #     / unclipped 0.862 and 0.918; predicted now from C2's constants 16k 2.374 -> 2.256 s, 8k
 #     2.007 -> 1.884 s); then 1024x64 and 1024x32 clipped. NVML against the plan's device figure,
 #     now with 256 MiB for the libraries' growth.
-#     Session 40: unclipped, `train` weighs micro-batches below 8192 (weigh_micro_batch): at 8k and
-#     16k M 4096 takes layer 0 onto the device and the freed host bytes hold layers 20-31 / 18-31
-#     (predicted from C2's constants 2.115 -> 1.909 s and 2.312 -> 2.118 s). Each unclipped run
-#     has its pair with `--micro-batch-tokens 8192` (M given: nothing weighed, session 39's plan),
-#     a run entry's third field (CLIP:CONFIG:M).
+#     Session 40: the slots' gradient and stages inside the outer gradients (CudaSlotsInOuter in
+#     the tests; layer 0 on the device at M 8192), and unclipped `train` weighs micro-batches below
+#     8192 (weigh_micro_batch): at 8k and 16k M 2048 takes layers 0-1 onto the device and the freed
+#     host bytes hold layers 19-31 (predicted from C2's constants 1.959 -> 1.699 s and 2.120 ->
+#     1.974 s). Each unclipped run has its pair with `--micro-batch-tokens 8192` (M given: nothing
+#     weighed), a run entry's third field (CLIP:CONFIG:M).
 set -uo pipefail
 R=$OUT/q2; mkdir -p $R
 B=.dev/e2e; S0=$SECONDS
