@@ -21,6 +21,17 @@ namespace {
 
 using namespace sf::test_engine;
 
+// A CUDA backend for the tiny model's steps (64 tokens), with workspaces for micro-batches of
+// `micro` tokens where given.
+std::unique_ptr<Backend> tiny_backend(const ModelSpec& spec, int64_t micro) {
+  CudaBackendOptions bo;
+  bo.max_tokens = micro > 0 ? micro : 64;
+  bo.hidden = spec.hidden;
+  bo.vocab = spec.vocab;
+  bo.max_heads = spec.heads;
+  return make_cuda_backend(bo);
+}
+
 TEST(CudaResidentLayers, TrackTheHostOptimizer) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
   const fs::path dir = tiny_model("resident_layers_cuda", "llama", false);
@@ -31,12 +42,7 @@ TEST(CudaResidentLayers, TrackTheHostOptimizer) {
   for (float clip : {0.0f, 1.0f})
     for (int window : {1, 2, 3})
       for (int64_t micro : {int64_t(0), int64_t(24)}) {
-        CudaBackendOptions bo;
-        bo.max_tokens = micro > 0 ? micro : 64;
-        bo.hidden = spec.hidden;
-        bo.vocab = spec.vocab;
-        bo.max_heads = spec.heads;
-        auto be = make_cuda_backend(bo);
+        auto be = tiny_backend(spec, micro);
         EngineOptions host_opt = run_options(window, clip);
         host_opt.micro_tokens = micro;
         host_opt.device_optimizer = DeviceOptimizer::kOff;
@@ -104,12 +110,7 @@ TEST(CudaSlotsInOuter, ChangeNoResult) {
     for (int window : {1, 2})
       for (DeviceOptimizer dev : {DeviceOptimizer::kOff, DeviceOptimizer::kAll})
         for (int64_t micro : {int64_t(0), int64_t(24)}) {
-          CudaBackendOptions bo;
-          bo.max_tokens = micro > 0 ? micro : 64;
-          bo.hidden = spec.hidden;
-          bo.vocab = spec.vocab;
-          bo.max_heads = spec.heads;
-          auto be = make_cuda_backend(bo);
+          auto be = tiny_backend(spec, micro);
           auto run = [&](bool inside, std::vector<double>* losses) {
             EngineOptions opt = run_options(window, clip);
             opt.micro_tokens = micro;
