@@ -49,48 +49,67 @@ EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
   const int64_t T = request.max_tokens;
   const int64_t longest =
       request.max_sample_tokens > 0 ? std::min(request.max_sample_tokens, T) : T;
-  if (plan.micro_tokens <= longest) return plan;  // no smaller micro-batch holds the longest sample
   const bool weigh_held = !request.clipping && request.held_units < 0;
   auto predict = [&](const EnginePlan& p) {
     return predict_step(p, request.spec, m, T, request.clipping).step_s;
   };
+  // The host the held share may fill: what the plan would hold with every decoder layer's state on
+  // the host (its held share by the plan's own rule), or the plan's own where more — a layer on
+  // the device frees 12 B/param of host, and held gradients turn them into CPU AdamW work done
+  // through the forward.
+  PlanRequest apart = request;
+  apart.micro_tokens = plan.micro_tokens;
+  apart.on_device = plan.on_device;
+  for (size_t k = 1; k + 1 < apart.on_device.size(); ++k) apart.on_device[k] = false;
+  const uint64_t host_cap = std::max(plan.host.total(), make_plan(apart).host.total());
   const double plan_s = predict(plan);
   EnginePlan best = plan;
   double best_s = plan_s;
-  for (int64_t M = plan.micro_tokens; M > longest;) {
-    M = std::max(longest, M / 2);
+  int weighed = 0;  // candidates other than the plan
+  for (int64_t M = plan.micro_tokens;; M = std::max(longest, M / 2)) {
     PlanRequest q = request;
     q.micro_tokens = M;
+    const bool own = M == plan.micro_tokens;
+    if (own) q.on_device = plan.on_device;
     if (weigh_held) q.held_units = 0;
     EnginePlan c = make_plan(q);
-    if (c.device_params <= plan.device_params) continue;  // no more on the device at this M
-    // Held shares from none up while the host total stays within the plan's.
-    for (int held = 0; c.host.total() <= plan.host.total(); ++held) {
-      // a candidate must be faster by more than the prediction's rounding to be worth its bytes
-      if (const double s = predict(c); s < best_s * (1 - 1e-3)) best = c, best_s = s;
-      if (!weigh_held) break;
-      q.held_units = held + 1;
-      const int64_t before = c.held_params;
-      c = make_plan(q);
-      if (c.held_params == before) break;  // every host unit held
+    // At the plan's M its held share alone; below it, only where more is on the device.
+    if ((own && weigh_held) || (!own && c.device_params > plan.device_params)) {
+      // Held shares from none up while the host stays within the cap.
+      for (int held = 0; c.host.total() <= host_cap; ++held) {
+        ++weighed;
+        // faster by more than the prediction's rounding to be worth its bytes
+        if (const double t = predict(c); t < best_s * (1 - 1e-3)) best = c, best_s = t;
+        if (!weigh_held) break;
+        q.held_units = held + 1;
+        const int64_t before = c.held_params;
+        c = make_plan(q);
+        if (c.held_params == before) break;  // every host unit held
+      }
     }
+    if (M <= longest) break;
   }
   const double gain = plan_s / best_s - 1;
-  if (best.micro_tokens == plan.micro_tokens) {
-    *note = str_cat("micro-batches weighed: none below ", plan.micro_tokens,
-                    " tokens takes more onto the device for a faster step by the prediction");
+  if (weighed == 0) return plan;
+  if (best_s == plan_s) {
+    *note = str_cat("micro-batches weighed: none from ", plan.micro_tokens,
+                    " tokens down, with the held gradients the host allows, is faster by the "
+                    "prediction");
     return plan;
   }
   std::ostringstream o;
   o.setf(std::ios::fixed);
   o.precision(3);
-  o << "micro-batches weighed: M " << best.micro_tokens << " (" << plan.micro_tokens
-    << " planned) with " << best.device_params - plan.device_params
-    << " more parameters updated on the device";
+  o << "micro-batches weighed: M " << best.micro_tokens;
+  if (best.micro_tokens == plan.micro_tokens)
+    o << " as planned";
+  else
+    o << " (" << plan.micro_tokens << " planned) with " << best.device_params - plan.device_params
+      << " more parameters updated on the device";
   if (weigh_held)
     o << " and the gradients of " << (best.held_params ? best.held_names() : "no unit")
-      << " held (host " << gib(best.host.total()) << ", the plan's " << gib(plan.host.total())
-      << ")";
+      << " held (host " << gib(best.host.total()) << "; the plan's " << gib(plan.host.total())
+      << ", with its layers' state on the host " << gib(host_cap) << ")";
   o << ": predicted step " << best_s << " s against " << plan_s << " s (";
   o.precision(1);
   o << 100 * gain << " % gain); ";

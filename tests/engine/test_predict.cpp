@@ -307,10 +307,10 @@ TEST(PredictStep, SmallerMicroBatchesRunTheLayerSlower) {
 }
 
 // 8B under 24 GiB as the GPU machine plans it (the context and libraries outside the engine, the
-// CUDA backend's scratch by M): at 8k and 16k tokens the CPU AdamW binds, and micro-batches of
-// 4096 take layer 0 onto the device beside the embedding and the head; the host bytes its state
-// frees hold more gradients. Taken, in no more host than the plan's; at 64k, where the GPU binds,
-// not. Not weighed where M, the share or the window's budget were given.
+// CUDA backend's scratch by M): at 8k and 16k tokens the CPU AdamW binds, and smaller
+// micro-batches take layer 0 onto the device beside the embedding and the head; the host bytes its
+// state frees hold more gradients. Taken, in no more host than the plan would hold with its layers'
+// state on the host; at 64k, where the GPU binds, not. Not weighed where M or the share were given.
 TEST(PredictStep, SmallerMicroBatchesAreTakenWhereTheyMakeRoomAndTheCpuBinds) {
   const ModelSpec spec = llama_8b();
   MachineConstants m = h200_like();
@@ -333,7 +333,12 @@ TEST(PredictStep, SmallerMicroBatchesAreTakenWhereTheyMakeRoomAndTheCpuBinds) {
     EXPECT_TRUE(w.on_device[1]) << w.describe();  // layer 0
     EXPECT_GT(w.device_params, plan.device_params);
     EXPECT_LE(w.device_total(), r.gpu_budget);
-    EXPECT_LE(w.host.total(), plan.host.total());
+    // no more host than the plan would hold with its decoder layers' state on the host
+    PlanRequest apart = r;
+    apart.micro_tokens = plan.micro_tokens;
+    apart.on_device = plan.on_device;
+    for (size_t k = 1; k + 1 < apart.on_device.size(); ++k) apart.on_device[k] = false;
+    EXPECT_LE(w.host.total(), std::max(plan.host.total(), make_plan(apart).host.total()));
     EXPECT_GT(w.held_params, plan.held_params) << w.describe();
     const double before = predict_step(plan, spec, m, tokens, false).step_s;
     const double after = predict_step(w, spec, m, tokens, false).step_s;
@@ -353,6 +358,25 @@ TEST(PredictStep, SmallerMicroBatchesAreTakenWhereTheyMakeRoomAndTheCpuBinds) {
     EXPECT_EQ(e.held, w.held);
     EXPECT_EQ(e.device_total(), w.device_total());
     EXPECT_EQ(e.host.total(), w.host.total());
+  }
+  {  // the device as the engine sees it (1.65 GiB outside, its scratch included): the plan puts
+     // layer 0 there itself, and the held gradients fill what its state freed on the host
+    PlanRequest r = request(16384);
+    r.device_outside = uint64_t(1.65 * double(uint64_t(1) << 30));
+    r.backend_scratch = nullptr;
+    const EnginePlan plan = weigh_held_share(r, make_plan(r), m, &note);
+    ASSERT_TRUE(plan.on_device[1]) << plan.describe();
+    PlanRequest apart = r;
+    apart.micro_tokens = plan.micro_tokens;
+    apart.on_device = plan.on_device;
+    apart.on_device[1] = false;
+    const uint64_t cap = make_plan(apart).host.total();
+    ASSERT_GT(cap, plan.host.total());
+    const EnginePlan w = weigh_micro_batch(r, plan, m, &note);
+    EXPECT_NE(note.find("; taken"), std::string::npos) << note;
+    EXPECT_GT(w.host.total(), plan.host.total()) << note;
+    EXPECT_LE(w.host.total(), cap) << note;
+    EXPECT_GT(w.held_params, plan.held_params) << note;
   }
   const PlanRequest large = request(65536);
   const EnginePlan plan = make_plan(large);
