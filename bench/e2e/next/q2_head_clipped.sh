@@ -11,8 +11,8 @@
 #     Session 40: the slots' gradient and stages inside the outer gradients (CudaSlotsInOuter in
 #     the tests; layer 0 on the device at M 8192), and unclipped `train` weighs micro-batches below
 #     8192 (weigh_micro_batch): at 8k and 16k M 2048 takes layers 0-1 onto the device and the freed
-#     host bytes hold layers 19-31 (predicted from C2's constants 1.959 -> 1.699 s and 2.120 ->
-#     1.974 s). Each unclipped run has its pair with `--micro-batch-tokens 8192` (M given: nothing
+#     host bytes hold layers 19-31 / 12-31 (predicted from C2's constants 1.959 -> 1.699 s and
+#     2.120 -> 1.842 s). Each unclipped run has its pair with `--micro-batch-tokens 8192` (M given: nothing
 #     weighed), a run entry's third field (CLIP:CONFIG:M).
 set -uo pipefail
 R=$OUT/q2; mkdir -p $R
