@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "engine/host_check.h"
 #include "engine/predict.h"
 #include "engine/unit_state.h"
 
@@ -62,6 +63,12 @@ EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
   apart.on_device = plan.on_device;
   for (size_t k = 1; k + 1 < apart.on_device.size(); ++k) apart.on_device[k] = false;
   const uint64_t host_cap = std::max(plan.host.total(), make_plan(apart).host.total());
+  // ... and within the host limit with its margin, as the plan itself (a held share asked for is
+  // not dropped to fit it: the engine would refuse instead).
+  const auto fits_host = [&](const EnginePlan& c) {
+    const uint64_t h = c.host.total();
+    return h <= host_cap && (request.host_limit == 0 || h + host_margin(h) <= request.host_limit);
+  };
   const double plan_s = predict(plan);
   EnginePlan best = plan;
   double best_s = plan_s;
@@ -76,7 +83,7 @@ EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
     // At the plan's M its held share alone; below it, only where more is on the device.
     if ((own && weigh_held) || (!own && c.device_params > plan.device_params)) {
       // Held shares from none up while the host stays within the cap.
-      for (int held = 0; c.host.total() <= host_cap; ++held) {
+      for (int held = 0; fits_host(c); ++held) {
         ++weighed;
         // faster by more than the prediction's rounding to be worth its bytes
         if (const double t = predict(c); t < best_s * (1 - 1e-3)) best = c, best_s = t;

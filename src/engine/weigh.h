@@ -31,12 +31,12 @@ EnginePlan weigh_held_share(const PlanRequest& request, const EnginePlan& plan,
 // tier): the plan's own M, and M halved below it, down to the longest sample, where that takes
 // more units onto the device, each with the held share (no clipping, request.held_units -1) of
 // every size whose host total stays within what `plan` would hold with its decoder layers' state
-// on the host — the host bytes a layer on the device frees go to held gradients, which keep the
-// CPU AdamW busy through the forward. The fastest of them by the prediction (its layers slower by
-// micro_batch_cost) where it shortens the step by at least kHeldMinGain; else `plan`. At small
-// batch the CPU AdamW is the step and the GPU has room for slower micro-batches: for 8B at 8k
-// tokens under 24 GiB, M 2048 takes layers 0-1 onto the device. `note` as above (empty where
-// nothing but the plan was weighed).
+// on the host, and with its margin within request.host_limit — the host bytes a layer on the
+// device frees go to held gradients, which keep the CPU AdamW busy through the forward. The
+// fastest of them by the prediction (its layers slower by micro_batch_cost) where it shortens the
+// step by at least kHeldMinGain; else `plan`. At small batch the CPU AdamW is the step and the GPU
+// has room for slower micro-batches: for 8B at 8k tokens under 24 GiB, M 2048 takes layers 0-1
+// onto the device. `note` as above (empty where nothing but the plan was weighed).
 EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
                              const MachineConstants& m, std::string* note);
 

@@ -11,6 +11,7 @@
 
 #include "../train/train_test_util.h"
 #include "backend/cpu/cpu_backend.h"
+#include "engine/host_check.h"
 #include "engine/machine.h"
 #include "engine/plan.h"
 #include "engine/predict.h"
@@ -377,6 +378,12 @@ TEST(PredictStep, SmallerMicroBatchesAreTakenWhereTheyMakeRoomAndTheCpuBinds) {
     EXPECT_GT(w.host.total(), plan.host.total()) << note;
     EXPECT_LE(w.host.total(), cap) << note;
     EXPECT_GT(w.held_params, plan.held_params) << note;
+    // a host limit between the plan's and the cap: the held share stops within it and its margin
+    PlanRequest tight = r;
+    tight.host_limit = plan.host.total() + host_margin(plan.host.total()) + (uint64_t(1) << 30);
+    const EnginePlan wt = weigh_micro_batch(tight, plan, m, &note);
+    EXPECT_LE(wt.host.total() + host_margin(wt.host.total()), tight.host_limit) << note;
+    EXPECT_LT(wt.held_params, w.held_params) << note;
   }
   const PlanRequest large = request(65536);
   const EnginePlan plan = make_plan(large);
