@@ -13,7 +13,6 @@
 #include "engine/host_check.h"
 #include "engine/machine.h"
 #include "engine/predict.h"
-#include "engine/weigh.h"
 #include "io/nvme_probe.h"
 #include "model/spec.h"
 #include "train/data.h"

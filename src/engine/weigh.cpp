@@ -72,19 +72,21 @@ EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
   const double plan_s = predict(plan);
   EnginePlan best = plan;
   double best_s = plan_s;
-  int weighed = 0;  // candidates other than the plan
+  bool weighed = false;  // a candidate other than the plan
   for (int64_t M = plan.micro_tokens;; M = std::max(longest, M / 2)) {
-    PlanRequest q = request;
-    q.micro_tokens = M;
     const bool own = M == plan.micro_tokens;
-    if (own) q.on_device = plan.on_device;
-    if (weigh_held) q.held_units = 0;
-    EnginePlan c = make_plan(q);
-    // At the plan's M its held share alone; below it, only where more is on the device.
-    if ((own && weigh_held) || (!own && c.device_params > plan.device_params)) {
+    // At the plan's M its held share alone (nothing to weigh where that is fixed); below it, only
+    // where more is on the device.
+    if (!own || weigh_held) {
+      PlanRequest q = request;
+      q.micro_tokens = M;
+      if (own) q.on_device = plan.on_device;
+      if (weigh_held) q.held_units = 0;
+      EnginePlan c = make_plan(q);
+      const bool candidate = own || c.device_params > plan.device_params;
       // Held shares from none up while the host stays within the cap.
-      for (int held = 0; fits_host(c); ++held) {
-        ++weighed;
+      for (int held = 0; candidate && fits_host(c); ++held) {
+        weighed = true;
         // faster by more than the prediction's rounding to be worth its bytes
         if (const double t = predict(c); t < best_s * (1 - 1e-3)) best = c, best_s = t;
         if (!weigh_held) break;
@@ -97,7 +99,7 @@ EnginePlan weigh_micro_batch(const PlanRequest& request, const EnginePlan& plan,
     if (M <= longest) break;
   }
   const double gain = plan_s / best_s - 1;
-  if (weighed == 0) return plan;
+  if (!weighed) return plan;
   if (best_s == plan_s) {
     *note = str_cat("micro-batches weighed: none from ", plan.micro_tokens,
                     " tokens down, with the held gradients the host allows, is faster by the "

@@ -7,7 +7,6 @@
 #include "core/pci_topology.h"
 #include "engine/host_check.h"
 #include "engine/nvme_checkpoints.h"
-#include "engine/predict.h"
 #include "engine/weigh.h"
 
 namespace sf {

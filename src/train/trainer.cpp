@@ -15,7 +15,6 @@
 #include "engine/engine.h"
 #include "engine/machine.h"
 #include "engine/predict.h"
-#include "engine/weigh.h"
 #include "io/atomic_file.h"
 #include "io/nvme_probe.h"
 #include "io/scratch_file.h"

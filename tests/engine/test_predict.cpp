@@ -307,6 +307,15 @@ TEST(PredictStep, SmallerMicroBatchesRunTheLayerSlower) {
   EXPECT_NEAR(at4k.compute_s - head, (at8k.compute_s - head) * (1 + kSmallMicroBatchCost), 1e-9);
 }
 
+// The host `plan` would hold with its decoder layers' state on the host: the weighing's cap.
+uint64_t host_with_layers_apart(const PlanRequest& r, const EnginePlan& plan) {
+  PlanRequest apart = r;
+  apart.micro_tokens = plan.micro_tokens;
+  apart.on_device = plan.on_device;
+  for (size_t k = 1; k + 1 < apart.on_device.size(); ++k) apart.on_device[k] = false;
+  return make_plan(apart).host.total();
+}
+
 // 8B under 24 GiB as the GPU machine plans it (the context and libraries outside the engine, the
 // CUDA backend's scratch by M): at 8k and 16k tokens the CPU AdamW binds, and smaller
 // micro-batches take layer 0 onto the device beside the embedding and the head; the host bytes its
@@ -335,11 +344,7 @@ TEST(PredictStep, SmallerMicroBatchesAreTakenWhereTheyMakeRoomAndTheCpuBinds) {
     EXPECT_GT(w.device_params, plan.device_params);
     EXPECT_LE(w.device_total(), r.gpu_budget);
     // no more host than the plan would hold with its decoder layers' state on the host
-    PlanRequest apart = r;
-    apart.micro_tokens = plan.micro_tokens;
-    apart.on_device = plan.on_device;
-    for (size_t k = 1; k + 1 < apart.on_device.size(); ++k) apart.on_device[k] = false;
-    EXPECT_LE(w.host.total(), std::max(plan.host.total(), make_plan(apart).host.total()));
+    EXPECT_LE(w.host.total(), std::max(plan.host.total(), host_with_layers_apart(r, plan)));
     EXPECT_GT(w.held_params, plan.held_params) << w.describe();
     const double before = predict_step(plan, spec, m, tokens, false).step_s;
     const double after = predict_step(w, spec, m, tokens, false).step_s;
@@ -367,11 +372,7 @@ TEST(PredictStep, SmallerMicroBatchesAreTakenWhereTheyMakeRoomAndTheCpuBinds) {
     r.backend_scratch = nullptr;
     const EnginePlan plan = weigh_held_share(r, make_plan(r), m, &note);
     ASSERT_TRUE(plan.on_device[1]) << plan.describe();
-    PlanRequest apart = r;
-    apart.micro_tokens = plan.micro_tokens;
-    apart.on_device = plan.on_device;
-    apart.on_device[1] = false;
-    const uint64_t cap = make_plan(apart).host.total();
+    const uint64_t cap = host_with_layers_apart(r, plan);
     ASSERT_GT(cap, plan.host.total());
     const EnginePlan w = weigh_micro_batch(r, plan, m, &note);
     EXPECT_NE(note.find("; taken"), std::string::npos) << note;
